@@ -1,0 +1,295 @@
+//! Layouts shared by host and device, and between ranks. All `#[repr(C)]`, with
+//! compile-time size/align asserts; user-facing and kernel-argument structs begin with a
+//! [`Header`] (size + version) so that a reader can tell which layout a writer used.
+//!
+//! Versioning rule: fields are only ever appended; `version` bumps with each append; a
+//! reader accepts `size`/`version` up to its own and treats missing trailing fields as
+//! their defaults; a writer newer than the reader is rejected with a version error.
+
+use rustacuda_core::DeviceCopy;
+
+/// Version of the layouts in this module.
+pub const ABI_VERSION: u32 = 1;
+
+/// Upper bound on blocks per rank in one collective launch (sizes the sync inboxes).
+pub const MAX_BLOCKS: usize = 32;
+
+/// Upper bound on ranks of one communicator reachable by loads/stores (one node).
+pub const MAX_LOCAL_RANKS: usize = 64;
+
+/// NCCL's `ncclDataType_t`, same values.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DataType {
+    I8 = 0,
+    U8 = 1,
+    I32 = 2,
+    U32 = 3,
+    I64 = 4,
+    U64 = 5,
+    F16 = 6,
+    F32 = 7,
+    F64 = 8,
+    Bf16 = 9,
+    F8E4M3 = 10,
+    F8E5M2 = 11,
+}
+
+impl DataType {
+    /// Every data type, in NCCL's order.
+    pub const ALL: [DataType; 12] = [
+        DataType::I8,
+        DataType::U8,
+        DataType::I32,
+        DataType::U32,
+        DataType::I64,
+        DataType::U64,
+        DataType::F16,
+        DataType::F32,
+        DataType::F64,
+        DataType::Bf16,
+        DataType::F8E4M3,
+        DataType::F8E5M2,
+    ];
+
+    /// From NCCL's integer value.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Self::ALL.get(v as usize).copied()
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DataType::I8 | DataType::U8 | DataType::F8E4M3 | DataType::F8E5M2 => 1,
+            DataType::F16 | DataType::Bf16 => 2,
+            DataType::I32 | DataType::U32 | DataType::F32 => 4,
+            DataType::I64 | DataType::U64 | DataType::F64 => 8,
+        }
+    }
+
+    /// True for the floating-point types.
+    pub const fn is_float(self) -> bool {
+        matches!(
+            self,
+            DataType::F16
+                | DataType::F32
+                | DataType::F64
+                | DataType::Bf16
+                | DataType::F8E4M3
+                | DataType::F8E5M2
+        )
+    }
+
+    /// Short lowercase name (`bf16`, `f8e4m3`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DataType::I8 => "i8",
+            DataType::U8 => "u8",
+            DataType::I32 => "i32",
+            DataType::U32 => "u32",
+            DataType::I64 => "i64",
+            DataType::U64 => "u64",
+            DataType::F16 => "f16",
+            DataType::F32 => "f32",
+            DataType::F64 => "f64",
+            DataType::Bf16 => "bf16",
+            DataType::F8E4M3 => "f8e4m3",
+            DataType::F8E5M2 => "f8e5m2",
+        }
+    }
+}
+
+/// Reduction operator; the first five have NCCL's `ncclRedOp_t` values.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RedOp {
+    Sum = 0,
+    Prod = 1,
+    Max = 2,
+    Min = 3,
+    Avg = 4,
+    /// Sum of `scalar * x` (NCCL's `ncclRedOpCreatePreMulSum`).
+    PreMulSum = 5,
+}
+
+impl RedOp {
+    /// Every operator.
+    pub const ALL: [RedOp; 6] = [
+        RedOp::Sum,
+        RedOp::Prod,
+        RedOp::Max,
+        RedOp::Min,
+        RedOp::Avg,
+        RedOp::PreMulSum,
+    ];
+
+    /// From the integer value above.
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Self::ALL.get(v as usize).copied()
+    }
+
+    /// Short lowercase name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RedOp::Sum => "sum",
+            RedOp::Prod => "prod",
+            RedOp::Max => "max",
+            RedOp::Min => "min",
+            RedOp::Avg => "avg",
+            RedOp::PreMulSum => "premulsum",
+        }
+    }
+}
+
+/// First fields of every versioned struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// `size_of` the struct as the writer knew it.
+    pub size: u32,
+    /// [`ABI_VERSION`] of the writer.
+    pub version: u32,
+}
+
+impl Header {
+    /// The header for a `T` written by this build.
+    pub const fn of<T>() -> Self {
+        Header {
+            size: core::mem::size_of::<T>() as u32,
+            version: ABI_VERSION,
+        }
+    }
+}
+
+/// One rank's view of its communicator, as a kernel needs it. Addresses are device
+/// addresses (host addresses on the CPU backend) valid in this rank's address space.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CommArgs {
+    pub header: Header,
+    pub rank: u32,
+    pub nranks: u32,
+    /// `*const u64` to `nranks` inbox base addresses: entry `q` is rank `q`'s [`SyncLine`]
+    /// inbox as addressable by this rank. Inbox layout: `[MAX_BLOCKS][nranks] SyncLine`,
+    /// line `(b, s)` written only by block `b` of rank `s`.
+    pub inboxes: u64,
+    /// `*const u32`, host-written, non-zero = abort every wait.
+    pub abort_flag: u64,
+    /// `*mut ErrorRecord` of this rank.
+    pub error: u64,
+    /// Give up a wait after this many nanoseconds (0 = never; not recommended).
+    pub timeout_ns: u64,
+}
+
+/// A barrier/exchange line in a rank's inbox: the writer stores `send`, `recv`,
+/// `fingerprint` with weak stores, then `epoch` with `st.release.sys`; the reader acquires
+/// `epoch` and then reads the rest. 32 bytes, one sector.
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncLine {
+    pub epoch: u64,
+    pub send: u64,
+    pub recv: u64,
+    pub fingerprint: u64,
+}
+
+/// Where a kernel reports the first error of its rank. Lives in memory the host can read
+/// while kernels run (mapped pinned memory on the GPU backend).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorRecord {
+    /// One of the `ERR_*` codes; 0 = no error. Set once (first error wins).
+    pub code: u32,
+    /// The rank that reported.
+    pub rank: u32,
+    /// The peer it was waiting for or disagreed with (`u32::MAX` if none).
+    pub peer: u32,
+    /// The block that reported.
+    pub block: u32,
+    /// The epoch it was waiting for.
+    pub epoch: u64,
+    /// For mismatches: the peer's fingerprint; for timeouts: the last value seen.
+    pub detail: u64,
+}
+
+/// No error.
+pub const ERR_NONE: u32 = 0;
+/// A wait for a peer passed the timeout.
+pub const ERR_TIMEOUT: u32 = 1;
+/// The communicator's abort flag was raised.
+pub const ERR_ABORTED: u32 = 2;
+/// A peer called a different operation (fingerprints differ).
+pub const ERR_MISMATCH: u32 = 3;
+
+/// Algorithms of the load/store all-reduce.
+pub const ALGO_ONE_SHOT: u32 = 0;
+/// Reduce-scatter by loads and all-gather by stores, fused ("two-shot").
+pub const ALGO_TWO_SHOT: u32 = 1;
+
+/// Arguments of the all-reduce kernels, passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct AllReduceArgs {
+    pub header: Header,
+    pub comm: CommArgs,
+    /// This rank's input and output addresses (equal for in-place).
+    pub send: u64,
+    pub recv: u64,
+    /// Elements per rank.
+    pub count: u64,
+    /// [`DataType`] value.
+    pub dtype: u32,
+    /// [`RedOp`] value.
+    pub op: u32,
+    /// `ALGO_*`.
+    pub algo: u32,
+    pub _pad: u32,
+    /// Barrier epoch base: this operation's entry barrier uses `epoch + 1`, exit `epoch + 2`.
+    pub epoch: u64,
+    /// PreMulSum scalar: the little-endian bytes of one element of `dtype`.
+    pub scalar: u64,
+    /// Must be equal on all ranks (collective, count, dtype, op, algorithm).
+    pub fingerprint: u64,
+}
+
+const _: () = {
+    use core::mem::{align_of, size_of};
+    assert!(size_of::<Header>() == 8);
+    assert!(size_of::<CommArgs>() == 48 && align_of::<CommArgs>() == 8);
+    assert!(size_of::<SyncLine>() == 32 && align_of::<SyncLine>() == 32);
+    assert!(size_of::<ErrorRecord>() == 32);
+    assert!(size_of::<AllReduceArgs>() == 120 && align_of::<AllReduceArgs>() == 8);
+};
+
+// SAFETY: plain-old-data structs of integers, valid for any bit pattern, no pointers that
+// the device would dereference in the host's address space (addresses are u64 values).
+unsafe impl DeviceCopy for Header {}
+// SAFETY: as above.
+unsafe impl DeviceCopy for CommArgs {}
+// SAFETY: as above.
+unsafe impl DeviceCopy for SyncLine {}
+// SAFETY: as above.
+unsafe impl DeviceCopy for ErrorRecord {}
+// SAFETY: as above.
+unsafe impl DeviceCopy for AllReduceArgs {}
+
+/// Fingerprint of a collective call: equal on every rank for matching calls.
+pub const fn fingerprint(coll: u32, count: u64, dtype: u32, op: u32, algo: u32) -> u64 {
+    // FNV-1a over the fields; collisions only weaken mismatch detection, never correctness.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let words = [coll as u64, count, dtype as u64, op as u64, algo as u64];
+    let mut i = 0;
+    while i < words.len() {
+        let mut b = 0;
+        while b < 8 {
+            h ^= (words[i] >> (8 * b)) & 0xff;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+            b += 1;
+        }
+        i += 1;
+    }
+    h | 1
+}
+
+/// Collective ids used in fingerprints.
+pub const COLL_ALL_REDUCE: u32 = 1;

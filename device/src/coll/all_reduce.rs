@@ -1,0 +1,137 @@
+//! All-reduce across ranks that can load and store each other's buffers.
+//!
+//! Two algorithms, both with two inbox barriers per call (see [`crate::prims::barrier`]):
+//! - **one-shot** (small sizes): every rank loads all elements from every rank's input,
+//!   reduces, and stores into its own output. `n` loads per output element, no remote stores.
+//! - **two-shot** (large sizes): rank `r` owns chunk `r`; it loads that chunk from every
+//!   rank's input (reduce-scatter by loads) and stores the result into every rank's output
+//!   (all-gather by stores), fused in one pass. Every input byte is read once and every
+//!   output byte written once, the fewest bytes an all-reduce can move.
+//!
+//! Phases: entry barrier (publishes each rank's addresses and the call's fingerprint; after
+//! it, every input is ready), the data pass, exit barrier (every store into my output has
+//! landed and no peer still reads my input, so the call may complete).
+//!
+//! In place: two-shot is safe in place (only rank `r` touches chunk `r` of any buffer, and
+//! reads an element before writing it). One-shot is not (a rank would overwrite its input
+//! while peers read it), so when any rank's input equals its output, all ranks, seeing the
+//! same published addresses, switch to two-shot together.
+//!
+//! Fingerprints: every rank compares its fingerprint (collective, count, dtype, op,
+//! algorithm) with every peer's; a mismatch is reported with the peer's rank and the call
+//! does nothing rather than reading out of bounds.
+
+use crate::abi::{AllReduceArgs, RedOp, SyncLine, ALGO_ONE_SHOT, ERR_MISMATCH};
+use crate::coll::reduce_copy::{reduce_copy, Addrs, Field};
+use crate::exec::ExecCtx;
+use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Reduce, Sum};
+use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, Payload};
+use crate::prims::wait::{has_error, report_error};
+
+/// The all-reduce kernel body for element type `T` (dispatches on the operator).
+///
+/// # Safety
+/// `a` must describe valid buffers of `count` elements on every rank and a valid comm.
+#[inline(always)]
+pub unsafe fn all_reduce<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
+    match RedOp::from_u32(a.op) {
+        Some(RedOp::Sum) => run::<T, Sum>(ctx, a, Sum),
+        Some(RedOp::Prod) => run::<T, Prod>(ctx, a, Prod),
+        Some(RedOp::Min) => run::<T, Min>(ctx, a, Min),
+        Some(RedOp::Max) => run::<T, Max>(ctx, a, Max),
+        Some(RedOp::Avg) => run::<T, Avg>(
+            ctx,
+            a,
+            Avg {
+                nranks: a.comm.nranks,
+            },
+        ),
+        Some(RedOp::PreMulSum) => {
+            let s = T::from_le_u64(a.scalar).to_acc();
+            run::<T, PreMulSum<T::Acc>>(ctx, a, PreMulSum { scalar: s })
+        }
+        // The host validates the operator; a bad value is a fingerprint-level mismatch.
+        None => report_error(
+            a.comm.error,
+            ERR_MISMATCH,
+            a.comm.rank,
+            u32::MAX,
+            ctx.block,
+            a.epoch,
+            a.op as u64,
+        ),
+    }
+}
+
+#[inline(always)]
+unsafe fn run<T: Elem, O: Reduce<T>>(ctx: &ExecCtx, a: &AllReduceArgs, op: O) {
+    let comm = &a.comm;
+    let n = comm.nranks;
+    if n == 0 || has_error(comm.error) {
+        return;
+    }
+    arrive(
+        ctx,
+        comm,
+        a.epoch + 1,
+        Some(Payload {
+            send: a.send,
+            recv: a.recv,
+            fingerprint: a.fingerprint,
+        }),
+    );
+    if !wait(ctx, comm, a.epoch + 1) {
+        return;
+    }
+    let lines = line_addr(inbox_of(comm, comm.rank), n, ctx.block, 0) as *const SyncLine;
+
+    // Check fingerprints and look for in-place ranks (same answer on every rank).
+    let mut any_in_place = false;
+    let mut bad_peer = u32::MAX;
+    let mut bad_fp = 0;
+    let mut q = 0;
+    while q < n {
+        let l = lines.add(q as usize);
+        let fp = crate::arch::load_u64(core::ptr::addr_of!((*l).fingerprint));
+        let s = crate::arch::load_u64(core::ptr::addr_of!((*l).send));
+        let r = crate::arch::load_u64(core::ptr::addr_of!((*l).recv));
+        if fp != a.fingerprint && bad_peer == u32::MAX {
+            bad_peer = q;
+            bad_fp = fp;
+        }
+        any_in_place |= s == r;
+        q += 1;
+    }
+    if bad_peer != u32::MAX {
+        if ctx.thread == 0 {
+            report_error(
+                comm.error,
+                ERR_MISMATCH,
+                comm.rank,
+                bad_peer,
+                ctx.block,
+                a.epoch + 1,
+                bad_fp,
+            );
+        }
+        return;
+    }
+
+    let srcs = Addrs::from_lines(lines, n, Field::Send);
+    let (dsts, lo, hi) = if a.algo == ALGO_ONE_SHOT && !any_in_place {
+        (Addrs::one(a.recv), 0, a.count)
+    } else {
+        let vec = crate::ops::elem::lanes::<T>() as u64;
+        let chunk = a.count.div_ceil(n as u64).div_ceil(vec) * vec;
+        let lo = (chunk * comm.rank as u64).min(a.count);
+        (
+            Addrs::from_lines(lines, n, Field::Recv),
+            lo,
+            (lo + chunk).min(a.count),
+        )
+    };
+    reduce_copy::<T, O>(ctx, &op, &srcs, &dsts, lo, hi);
+
+    arrive(ctx, comm, a.epoch + 2, None);
+    wait(ctx, comm, a.epoch + 2);
+}

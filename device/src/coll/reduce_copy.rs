@@ -1,0 +1,200 @@
+//! The inner loop of load/store collectives: for a range of elements, load them from up to
+//! `nsrc` source buffers, reduce, and store the result into `ndst` destination buffers.
+//!
+//! Sources and destinations are read from the peers' inbox lines (the addresses published at
+//! the entry barrier). The first [`FAN`] of each are kept in registers; more ranks are
+//! handled in groups of [`FAN`] with addresses re-read from the (cached) inbox lines.
+//!
+//! 16-byte vectors when every address and the range start are 16-byte aligned; the rest of
+//! the range (and misaligned buffers) element by element.
+
+use crate::abi::SyncLine;
+use crate::arch;
+use crate::exec::ExecCtx;
+use crate::ops::elem::{get_lane, lanes, set_lane};
+use crate::ops::{Elem, Reduce};
+
+/// Ranks whose addresses live in registers.
+pub const FAN: usize = 8;
+
+/// Which field of the inbox lines holds the addresses of one side.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Send,
+    Recv,
+}
+
+/// The addresses of one side (sources or destinations) of a [`reduce_copy`].
+#[derive(Clone, Copy)]
+pub struct Addrs {
+    /// First `FAN` addresses.
+    pub first: [u64; FAN],
+    /// How many addresses in all.
+    pub n: u32,
+    /// Inbox lines (one per rank) holding the addresses past `FAN`.
+    pub lines: *const SyncLine,
+    /// Which field of those lines.
+    pub field: Field,
+}
+
+impl Addrs {
+    /// One address.
+    pub fn one(a: u64) -> Self {
+        let mut first = [0; FAN];
+        first[0] = a;
+        Addrs {
+            first,
+            n: 1,
+            lines: core::ptr::null(),
+            field: Field::Recv,
+        }
+    }
+
+    /// The `field` addresses of `n` ranks' lines, the first `FAN` loaded now.
+    ///
+    /// # Safety
+    /// `lines` must point to `n` published lines.
+    #[inline(always)]
+    pub unsafe fn from_lines(lines: *const SyncLine, n: u32, field: Field) -> Self {
+        let mut first = [0; FAN];
+        let mut q = 0;
+        while q < FAN {
+            if (q as u32) < n {
+                first[q] = Self::read(lines, q as u32, field);
+            }
+            q += 1;
+        }
+        Addrs {
+            first,
+            n,
+            lines,
+            field,
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn read(lines: *const SyncLine, i: u32, field: Field) -> u64 {
+        let l = lines.add(i as usize);
+        match field {
+            Field::Send => arch::load_u64(core::ptr::addr_of!((*l).send)),
+            Field::Recv => arch::load_u64(core::ptr::addr_of!((*l).recv)),
+        }
+    }
+
+    /// Calls `f` with addresses `from..n` in order; the register-held ones are indexed by
+    /// constants after unrolling, so `first` never spills to local memory.
+    #[inline(always)]
+    unsafe fn for_each_from(&self, from: u32, mut f: impl FnMut(u64)) {
+        let mut q = 0;
+        while q < FAN {
+            if (q as u32) >= from && (q as u32) < self.n {
+                f(self.first[q]);
+            }
+            q += 1;
+        }
+        let mut i = if from > FAN as u32 { from } else { FAN as u32 };
+        while i < self.n {
+            f(Self::read(self.lines, i, self.field));
+            i += 1;
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn all_aligned(&self, off: u64) -> bool {
+        let mut ok = true;
+        self.for_each_from(0, |a| ok &= a.wrapping_add(off) % 16 == 0);
+        ok
+    }
+}
+
+/// Reduce elements `[lo, hi)` of `srcs` into every buffer of `dsts`, spread over all
+/// threads of the grid.
+///
+/// # Safety
+/// Every address must be valid for the range; destinations must not be read by other
+/// threads during the call except where the caller's protocol allows it.
+#[inline(always)]
+pub unsafe fn reduce_copy<T: Elem, O: Reduce<T>>(
+    ctx: &ExecCtx,
+    op: &O,
+    srcs: &Addrs,
+    dsts: &Addrs,
+    lo: u64,
+    hi: u64,
+) {
+    if hi <= lo || srcs.n == 0 {
+        return;
+    }
+    let size = core::mem::size_of::<T>() as u64;
+    let vec = lanes::<T>() as u64;
+    let gt = ctx.global_thread() as u64;
+    let nt = ctx.global_threads() as u64;
+    let mut scalar_lo = lo;
+    if srcs.all_aligned(lo * size) && dsts.all_aligned(lo * size) {
+        let nvec = (hi - lo) / vec;
+        let mut k = gt;
+        while k < nvec {
+            let off = (lo + k * vec) * size;
+            let out = reduce_vector::<T, O>(op, srcs, off);
+            dsts.for_each_from(0, |a| arch::store_v4((a + off) as *mut [u32; 4], out));
+            k += nt;
+        }
+        scalar_lo = lo + nvec * vec;
+    }
+    let mut i = scalar_lo + gt;
+    while i < hi {
+        let off = i * size;
+        let mut acc = op.first(T::load((srcs.first[0] + off) as *const T));
+        srcs.for_each_from(1, |a| acc = op.combine(acc, T::load((a + off) as *const T)));
+        let out = op.finish(acc);
+        dsts.for_each_from(0, |a| T::store((a + off) as *mut T, out));
+        i += nt;
+    }
+}
+
+/// One 16-byte vector at byte offset `off`, reduced over all sources.
+#[inline(always)]
+unsafe fn reduce_vector<T: Elem, O: Reduce<T>>(op: &O, srcs: &Addrs, off: u64) -> [u32; 4] {
+    let nl = lanes::<T>();
+    // All loads of a group are issued before the first use, so they are in flight together.
+    let mut v = [[0u32; 4]; FAN];
+    let mut q = 0;
+    while q < FAN {
+        if (q as u32) < srcs.n {
+            v[q] = arch::load_v4((srcs.first[q] + off) as *const [u32; 4]);
+        }
+        q += 1;
+    }
+    let x0: T = get_lane(&v[0], 0);
+    let mut acc = [op.first(x0); 16];
+    let mut l = 0;
+    while l < nl {
+        acc[l] = op.first(get_lane(&v[0], l));
+        let mut q = 1;
+        while q < FAN {
+            if (q as u32) < srcs.n {
+                acc[l] = op.combine(acc[l], get_lane(&v[q], l));
+            }
+            q += 1;
+        }
+        l += 1;
+    }
+    // Ranks beyond the first FAN, one at a time (rare: more than FAN ranks on one node).
+    let mut q = FAN as u32;
+    while q < srcs.n {
+        let w = arch::load_v4((Addrs::read(srcs.lines, q, srcs.field) + off) as *const [u32; 4]);
+        let mut l = 0;
+        while l < nl {
+            acc[l] = op.combine(acc[l], get_lane(&w, l));
+            l += 1;
+        }
+        q += 1;
+    }
+    let mut out = [0u32; 4];
+    let mut l = 0;
+    while l < nl {
+        set_lane::<T>(&mut out, l, op.finish(acc[l]));
+        l += 1;
+    }
+    out
+}

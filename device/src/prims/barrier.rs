@@ -1,0 +1,128 @@
+//! The inbox barrier: a flag barrier between the ranks of a communicator that also carries
+//! each rank's buffer addresses and the operation's fingerprint.
+//!
+//! # Protocol
+//! Every rank `q` owns an inbox `[MAX_BLOCKS][nranks]` of [`SyncLine`]s. Line `(b, s)` of
+//! rank `q`'s inbox is written only by block `b` of rank `s`. Blocks are matched by index
+//! across ranks: every rank launches the same grid for the same call, and block `b` of every
+//! rank works on the same part of the data.
+//!
+//! `arrive(e, payload)` by block `b` of rank `s`: `sync_threads` (the block's earlier stores
+//! are done), then thread `t < nranks` stores `payload` into line `(b, s)` of rank `t`'s
+//! inbox with weak stores, `fence.acq_rel.sys`, and `epoch = e` with `st.release.sys`.
+//!
+//! `wait(e)`: thread `t < nranks` spins on line `(b, t)` of its own inbox with
+//! `ld.acquire.sys` until `epoch >= e` (rolling compare), then `sync_threads`. After that,
+//! every thread of the block may read the payloads and the data the peers wrote before they
+//! arrived (release/acquire at system scope, extended to the block by `bar.sync`).
+//!
+//! Reuse: two barriers per operation, entry at `base + 1` with a payload and exit at
+//! `base + 2` without one (its arrival stores only the epoch, never the payload, because a
+//! peer may overtake: it can arrive at the exit while this rank still reads the entry
+//! payload). A payload is rewritten only by the next operation's entry arrival, which its
+//! writer makes after passing this operation's exit barrier, which needs the reader's exit
+//! arrival, made after the reader finished with the payload. So a payload read between
+//! `wait(base + 1)` and the reader's own exit arrival is the one of this operation.
+//!
+//! Epochs are 64-bit and grow by 2 per operation: they do not wrap in practice, and the
+//! rolling compare keeps them correct if they did.
+
+use crate::abi::{CommArgs, SyncLine, MAX_BLOCKS};
+use crate::arch;
+use crate::exec::ExecCtx;
+use crate::prims::wait::{report_error, Waiter};
+
+/// Address of line `(block, src)` of the inbox at `inbox`.
+#[inline(always)]
+pub fn line_addr(inbox: u64, nranks: u32, block: u32, src: u32) -> *mut SyncLine {
+    debug_assert!((block as usize) < MAX_BLOCKS);
+    (inbox as *mut SyncLine).wrapping_add(block as usize * nranks as usize + src as usize)
+}
+
+/// Bytes of one rank's inbox.
+pub const fn inbox_bytes(nranks: u32) -> usize {
+    MAX_BLOCKS * nranks as usize * core::mem::size_of::<SyncLine>()
+}
+
+/// The inbox base address of rank `q`, as seen by this rank.
+///
+/// # Safety
+/// `comm.inboxes` must point to `nranks` valid addresses.
+#[inline(always)]
+pub unsafe fn inbox_of(comm: &CommArgs, q: u32) -> u64 {
+    arch::load_u64((comm.inboxes as *const u64).add(q as usize))
+}
+
+/// What an arrival publishes besides its epoch.
+#[derive(Clone, Copy, Debug)]
+pub struct Payload {
+    pub send: u64,
+    pub recv: u64,
+    pub fingerprint: u64,
+}
+
+/// Arrive at barrier epoch `epoch`, publishing `payload` if given. An arrival without a
+/// payload leaves the line's payload as it is: peers may still be reading it (the exit
+/// arrival of a call can overtake a slow peer's reading of the entry payload).
+///
+/// # Safety
+/// Called by every thread of the block; `comm` must describe valid inboxes.
+#[inline]
+pub unsafe fn arrive(ctx: &ExecCtx, comm: &CommArgs, epoch: u64, payload: Option<Payload>) {
+    ctx.sync_threads();
+    let mut t = ctx.thread;
+    while t < comm.nranks {
+        let line = line_addr(inbox_of(comm, t), comm.nranks, ctx.block, comm.rank);
+        if let Some(p) = payload {
+            arch::store_u64(core::ptr::addr_of_mut!((*line).send), p.send);
+            arch::store_u64(core::ptr::addr_of_mut!((*line).recv), p.recv);
+            arch::store_u64(core::ptr::addr_of_mut!((*line).fingerprint), p.fingerprint);
+        }
+        arch::fence_acq_rel_sys();
+        arch::store_release_sys_u64(core::ptr::addr_of_mut!((*line).epoch), epoch);
+        t += ctx.block_dim;
+    }
+}
+
+/// Wait until every peer's block arrived at `epoch`. On abort or timeout the error is
+/// recorded (naming the peer) and `false` is returned by every thread of the block.
+///
+/// # Safety
+/// Called by every thread of the block; `comm` must describe valid inboxes and record.
+#[inline]
+pub unsafe fn wait(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
+    let waiter = Waiter {
+        abort_flag: comm.abort_flag,
+        timeout_ns: comm.timeout_ns,
+    };
+    let my_inbox = inbox_of(comm, comm.rank);
+    let mut t = ctx.thread;
+    while t < comm.nranks {
+        let line = line_addr(my_inbox, comm.nranks, ctx.block, t);
+        if let Err(e) = waiter.wait_geq_acquire_sys(core::ptr::addr_of!((*line).epoch), epoch) {
+            let last = match e {
+                crate::prims::wait::WaitError::Timeout { last } => last,
+                crate::prims::wait::WaitError::Aborted => 0,
+            };
+            report_error(comm.error, e.code(), comm.rank, t, ctx.block, epoch, last);
+        }
+        t += ctx.block_dim;
+    }
+    ctx.sync_threads();
+    !crate::prims::wait::has_error(comm.error)
+}
+
+/// The payload peer `q`'s block published (valid after a successful [`wait`]).
+///
+/// # Safety
+/// After [`wait`] returned true for the epoch of this payload.
+#[inline(always)]
+pub unsafe fn peer_line(ctx: &ExecCtx, comm: &CommArgs, q: u32) -> SyncLine {
+    let line = line_addr(inbox_of(comm, comm.rank), comm.nranks, ctx.block, q);
+    SyncLine {
+        epoch: 0,
+        send: arch::load_u64(core::ptr::addr_of!((*line).send)),
+        recv: arch::load_u64(core::ptr::addr_of!((*line).recv)),
+        fingerprint: arch::load_u64(core::ptr::addr_of!((*line).fingerprint)),
+    }
+}

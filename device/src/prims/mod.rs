@@ -1,0 +1,4 @@
+//! Synchronization primitives between ranks: bounded waits and the inbox barrier.
+
+pub mod barrier;
+pub mod wait;

@@ -1,0 +1,106 @@
+//! Bounded waits: every spin loop in oxccl goes through [`Waiter`], which polls the
+//! communicator's abort flag and a deadline every [`crate::arch::SPINS_PER_CHECK`] spins
+//! (release builds too) and turns a hang into an error code.
+
+use crate::abi::{ErrorRecord, ERR_ABORTED, ERR_TIMEOUT};
+use crate::arch;
+
+/// Why a wait gave up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitError {
+    /// The abort flag was raised.
+    Aborted,
+    /// The deadline passed; carries the last value seen.
+    Timeout { last: u64 },
+}
+
+impl WaitError {
+    /// The `ERR_*` code.
+    pub fn code(self) -> u32 {
+        match self {
+            WaitError::Aborted => ERR_ABORTED,
+            WaitError::Timeout { .. } => ERR_TIMEOUT,
+        }
+    }
+}
+
+/// Abort and timeout policy of one wait.
+#[derive(Clone, Copy, Debug)]
+pub struct Waiter {
+    /// `*const u32` abort flag (0 = none).
+    pub abort_flag: u64,
+    /// Nanoseconds; 0 = no deadline.
+    pub timeout_ns: u64,
+}
+
+impl Waiter {
+    /// Returns `Err` if the abort flag is raised.
+    #[inline]
+    pub fn check_abort(&self) -> Result<(), WaitError> {
+        // SAFETY: the host gives a valid, aligned, host-written flag address (or 0).
+        if self.abort_flag != 0 && unsafe { arch::load_volatile_u32(self.abort_flag as *const u32) } != 0 {
+            return Err(WaitError::Aborted);
+        }
+        Ok(())
+    }
+
+    /// Spin until `(*p).wrapping_sub(target) as i64 >= 0` (a rolling `>=`), with an acquire
+    /// load at system scope; returns the value seen.
+    ///
+    /// # Safety
+    /// `p` must be a valid, 8-byte aligned flag written with release stores by peers.
+    #[inline]
+    pub unsafe fn wait_geq_acquire_sys(&self, p: *const u64, target: u64) -> Result<u64, WaitError> {
+        let mut spins: u32 = 0;
+        let mut total: u32 = 0;
+        let mut start: u64 = 0;
+        loop {
+            let v = arch::load_acquire_sys_u64(p);
+            if (v.wrapping_sub(target) as i64) >= 0 {
+                return Ok(v);
+            }
+            spins += 1;
+            total = total.saturating_add(1);
+            arch::spin_backoff(total);
+            if spins >= arch::SPINS_PER_CHECK || cfg!(not(target_arch = "nvptx64")) {
+                spins = 0;
+                self.check_abort()?;
+                let now = arch::globaltimer();
+                if start == 0 {
+                    start = now;
+                } else if self.timeout_ns != 0 && now.wrapping_sub(start) > self.timeout_ns {
+                    return Err(WaitError::Timeout { last: v });
+                }
+            }
+        }
+    }
+}
+
+/// Record the first error of this rank (first writer wins; later ones are dropped).
+///
+/// # Safety
+/// `rec` must be a valid, aligned `ErrorRecord` address shared by the rank's threads.
+pub unsafe fn report_error(rec: u64, code: u32, rank: u32, peer: u32, block: u32, epoch: u64, detail: u64) {
+    if rec == 0 {
+        return;
+    }
+    let r = rec as *mut ErrorRecord;
+    let code_p = core::ptr::addr_of_mut!((*r).code);
+    if arch::atomic_cas_acq_rel_sys_u32(code_p, 0, u32::MAX) == 0 {
+        arch::store_volatile_u32(core::ptr::addr_of_mut!((*r).rank), rank);
+        arch::store_volatile_u32(core::ptr::addr_of_mut!((*r).peer), peer);
+        arch::store_volatile_u32(core::ptr::addr_of_mut!((*r).block), block);
+        arch::store_volatile_u64(core::ptr::addr_of_mut!((*r).epoch), epoch);
+        arch::store_volatile_u64(core::ptr::addr_of_mut!((*r).detail), detail);
+        arch::store_release_sys_u32(code_p, code);
+    }
+}
+
+/// True once any error was recorded for this rank (sticky, like NCCL's async error).
+///
+/// # Safety
+/// `rec` must be a valid, aligned `ErrorRecord` address or 0.
+#[inline]
+pub unsafe fn has_error(rec: u64) -> bool {
+    rec != 0 && arch::load_volatile_u32(rec as *const u32) != 0
+}

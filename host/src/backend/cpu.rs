@@ -1,0 +1,280 @@
+//! The CPU backend: device memory is host memory, a stream is a worker thread running
+//! enqueued work in order, and a kernel launch runs the device crate's kernel function on
+//! one host thread per block. Ranks' streams run concurrently; device wait loops back off
+//! (yield, then sleep), so many ranks make progress on a machine with few cores.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::Instant;
+
+use oxccl_device::abi::AllReduceArgs;
+use oxccl_device::exec::ExecCtx;
+use oxccl_device::kernels::all_reduce_dispatch;
+
+use super::{Backend, BackendKind, Event, Grid, MappedMem, Stream};
+use crate::error::{Error, Result};
+
+/// Logical devices the CPU backend offers (any index below is accepted).
+pub const CPU_DEVICES: usize = 64;
+const ALIGN: usize = 4096;
+
+type Job = Box<dyn FnOnce() -> Result<()> + Send>;
+
+/// A stream: a worker thread and its queue.
+pub struct CpuStream {
+    pub device: usize,
+    tx: Mutex<Option<Sender<Job>>>,
+    state: Arc<(Mutex<StreamState>, Condvar)>,
+    worker: Mutex<Option<thread::JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct StreamState {
+    enqueued: u64,
+    done: u64,
+    /// First failure since the last synchronize.
+    error: Option<Error>,
+}
+
+impl CpuStream {
+    fn new(device: usize) -> Arc<Self> {
+        let (tx, rx) = channel::<Job>();
+        let state: Arc<(Mutex<StreamState>, Condvar)> = Arc::default();
+        let st = state.clone();
+        let worker = thread::Builder::new()
+            .name(format!("oxccl-cpu-stream-d{device}"))
+            .spawn(move || {
+                for job in rx {
+                    let r = job();
+                    let (m, cv) = &*st;
+                    let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+                    s.done += 1;
+                    if let Err(e) = r {
+                        s.error.get_or_insert(e);
+                    }
+                    cv.notify_all();
+                }
+            })
+            .expect("spawning a cpu stream thread");
+        Arc::new(CpuStream {
+            device,
+            tx: Mutex::new(Some(tx)),
+            state,
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    fn enqueue(&self, job: Job) {
+        let (m, _) = &*self.state;
+        m.lock().unwrap_or_else(|p| p.into_inner()).enqueued += 1;
+        if let Some(tx) = &*self.tx.lock().unwrap_or_else(|p| p.into_inner()) {
+            // The worker lives as long as the sender; a send cannot fail before drop.
+            let _ = tx.send(job);
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        let (m, cv) = &*self.state;
+        let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+        while s.done < s.enqueued {
+            s = cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        match s.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for CpuStream {
+    fn drop(&mut self) {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// An event: the instant the stream reached it.
+#[derive(Default)]
+pub struct CpuEvent {
+    at: Mutex<Option<Instant>>,
+    cv: Condvar,
+}
+
+impl CpuEvent {
+    fn wait(&self) -> Instant {
+        let mut g = self.at.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(t) = *g {
+                return t;
+            }
+            g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// The CPU backend.
+#[derive(Debug, Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    /// A CPU backend.
+    pub fn new() -> Self {
+        CpuBackend
+    }
+}
+
+fn cpu_stream(s: &Stream) -> &Arc<CpuStream> {
+    match s {
+        Stream::Cpu(c) => c,
+        Stream::Gpu(_) => unreachable!("streams are created by the backend that uses them"),
+    }
+}
+
+impl Backend for CpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+
+    fn device_count(&self) -> usize {
+        CPU_DEVICES
+    }
+
+    fn device_name(&self, device: usize) -> String {
+        format!("cpu device {device} (host threads)")
+    }
+
+    fn alloc(&self, device: usize, bytes: usize) -> Result<u64> {
+        let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|e| Error::Alloc {
+            bytes,
+            device,
+            backend: "cpu",
+            message: e.to_string(),
+        })?;
+        // SAFETY: non-zero size layout.
+        let p = unsafe { alloc_zeroed(layout) };
+        if p.is_null() {
+            return Err(Error::Alloc {
+                bytes,
+                device,
+                backend: "cpu",
+                message: "out of memory".into(),
+            });
+        }
+        Ok(p as u64)
+    }
+
+    unsafe fn free(&self, _device: usize, ptr: u64, bytes: usize) {
+        let layout = Layout::from_size_align(bytes.max(1), ALIGN).expect("layout was valid at alloc");
+        dealloc(ptr as *mut u8, layout);
+    }
+
+    fn alloc_mapped(&self, device: usize, bytes: usize) -> Result<MappedMem> {
+        let p = self.alloc(device, bytes)?;
+        Ok(MappedMem {
+            host: p as *mut u8,
+            dev: p,
+            bytes,
+        })
+    }
+
+    unsafe fn free_mapped(&self, device: usize, mem: MappedMem) {
+        self.free(device, mem.dev, mem.bytes)
+    }
+
+    fn upload(&self, _device: usize, dst: u64, src: &[u8]) -> Result<()> {
+        // SAFETY: the caller passes an allocation of at least src.len() bytes; no kernel
+        // touches it concurrently (the API synchronizes before uploads).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    fn download(&self, _device: usize, dst: &mut [u8], src: u64) -> Result<()> {
+        // SAFETY: as in upload.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    fn create_stream(&self, device: usize) -> Result<Stream> {
+        Ok(Stream::Cpu(CpuStream::new(device)))
+    }
+
+    fn synchronize(&self, stream: &Stream) -> Result<()> {
+        cpu_stream(stream).synchronize()
+    }
+
+    fn copy_async(&self, stream: &Stream, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        cpu_stream(stream).enqueue(Box::new(move || {
+            // SAFETY: stream-ordered copy between live allocations (caller contract).
+            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) };
+            Ok(())
+        }));
+        Ok(())
+    }
+
+    fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()> {
+        let args = *args;
+        cpu_stream(stream).enqueue(Box::new(move || {
+            run_grid(grid, "all_reduce", args.comm.rank, move |ctx| {
+                // SAFETY: the communicator built `args` from live buffers and inboxes.
+                unsafe { all_reduce_dispatch(ctx, &args) }
+            })
+        }));
+        Ok(())
+    }
+
+    fn max_blocks_per_rank(&self, _ranks_per_device: usize) -> u32 {
+        crate::settings::cpu_blocks()
+    }
+
+    fn block_threads(&self) -> u32 {
+        1
+    }
+
+    fn record(&self, stream: &Stream) -> Result<Event> {
+        let ev = Arc::new(CpuEvent::default());
+        let e = ev.clone();
+        cpu_stream(stream).enqueue(Box::new(move || {
+            *e.at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+            e.cv.notify_all();
+            Ok(())
+        }));
+        Ok(Event::Cpu(ev))
+    }
+
+    fn elapsed(&self, a: &Event, b: &Event) -> Result<f64> {
+        match (a, b) {
+            (Event::Cpu(a), Event::Cpu(b)) => Ok(b.wait().duration_since(a.wait()).as_secs_f64()),
+            _ => Err(Error::Init(
+                "events of another backend passed to the cpu backend".into(),
+            )),
+        }
+    }
+}
+
+/// Run one kernel launch: a host thread per block, joined; a panic (device trap) becomes an
+/// error of the operation.
+fn run_grid(grid: Grid, op: &'static str, rank: u32, f: impl Fn(&ExecCtx) + Sync) -> Result<()> {
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        thread::scope(|s| {
+            for b in 1..grid.blocks {
+                let f = &f;
+                s.spawn(move || f(&ExecCtx::host_block(b, grid.blocks)));
+            }
+            f(&ExecCtx::host_block(0, grid.blocks));
+        })
+    }));
+    r.map_err(|p| Error::CpuKernelPanic {
+        op,
+        rank,
+        message: p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into()),
+    })
+}

@@ -1,0 +1,348 @@
+//! The GPU backend: CUDA driver API (cudarc, loaded at run time), kernels from the PTX that
+//! `oxccl-builder` generated from `device/` (embedded at compile time from `ptx/oxccl.ptx`).
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{result, sys};
+use oxccl_device::abi::{AllReduceArgs, DataType};
+use oxccl_device::kernels::{all_reduce_kernel_name, ALL_REDUCE_BLOCK_THREADS};
+
+use super::{Backend, BackendKind, Event, Grid, MappedMem, Stream};
+use crate::error::{Error, Result};
+use crate::sys::cuda::{self, err};
+
+/// The PTX of the device crate, as committed under `ptx/`.
+pub static PTX: &str = include_str!("../../../ptx/oxccl.ptx");
+
+/// Multiprocessors on the device (co-residency budget for concurrent rank kernels).
+const DEFAULT_SMS: u32 = 132;
+
+/// A CUDA stream (non-blocking: no implicit sync with the legacy default stream).
+pub struct GpuStream {
+    pub device: usize,
+    raw: usize,
+}
+
+impl GpuStream {
+    fn raw(&self) -> sys::CUstream {
+        self.raw as sys::CUstream
+    }
+}
+
+impl Drop for GpuStream {
+    fn drop(&mut self) {
+        // SAFETY: created by cuStreamCreate; errors at teardown are ignored (no panic in Drop).
+        let _ = unsafe { result::stream::destroy(self.raw()) };
+    }
+}
+
+/// A CUDA event with timing.
+pub struct GpuEvent {
+    raw: usize,
+}
+
+impl Drop for GpuEvent {
+    fn drop(&mut self) {
+        // SAFETY: created by cuEventCreate.
+        let _ = unsafe { result::event::destroy(self.raw as sys::CUevent) };
+    }
+}
+
+struct DeviceState {
+    ctx: usize,
+    all_reduce: HashMap<DataType, usize>,
+    sms: u32,
+}
+
+/// The GPU backend.
+pub struct GpuBackend {
+    count: usize,
+    devices: Mutex<HashMap<usize, Arc<DeviceState>>>,
+}
+
+impl std::fmt::Debug for GpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBackend({} devices)", self.count)
+    }
+}
+
+fn gpu_stream(s: &Stream) -> Result<&Arc<GpuStream>> {
+    match s {
+        Stream::Gpu(g) => Ok(g),
+        Stream::Cpu(_) => Err(Error::Init("a cpu stream was passed to the gpu backend".into())),
+    }
+}
+
+impl GpuBackend {
+    /// Load the driver and count devices; fails with a typed error without a driver or GPU.
+    pub fn new() -> Result<Self> {
+        let count = cuda::device_count()?;
+        if count == 0 {
+            return Err(Error::NoCudaDevice);
+        }
+        Ok(GpuBackend {
+            count,
+            devices: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Make `device`'s primary context current on this thread, loading the module once.
+    fn device(&self, device: usize) -> Result<Arc<DeviceState>> {
+        if device >= self.count {
+            return Err(Error::NoSuchDevice {
+                device,
+                count: self.count,
+                backend: "gpu",
+            });
+        }
+        let mut map = self.devices.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = map.get(&device) {
+            // SAFETY: a retained primary context.
+            unsafe { result::ctx::set_current(s.ctx as sys::CUcontext) }
+                .map_err(err("cuCtxSetCurrent", device as i32))?;
+            return Ok(s.clone());
+        }
+        let ctx = cuda::bind_primary(device)?;
+        let t0 = std::time::Instant::now();
+        let module = cuda::load_module(device as i32, PTX)?;
+        tracing::info!(
+            device,
+            ms = t0.elapsed().as_millis() as u64,
+            "loaded oxccl ptx module"
+        );
+        let mut all_reduce = HashMap::new();
+        for dt in DataType::ALL {
+            // SAFETY: `module` was just loaded in the current context.
+            let f = unsafe { cuda::get_function(device as i32, module, all_reduce_kernel_name(dt))? };
+            all_reduce.insert(dt, f as usize);
+        }
+        let dev = result::device::get(device as i32).map_err(err("cuDeviceGet", device as i32))?;
+        // SAFETY: valid device handle.
+        let sms = unsafe {
+            result::device::get_attribute(
+                dev,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+        }
+        .map(|v| v as u32)
+        .unwrap_or(DEFAULT_SMS);
+        let st = Arc::new(DeviceState {
+            ctx: ctx as usize,
+            all_reduce,
+            sms,
+        });
+        map.insert(device, st.clone());
+        Ok(st)
+    }
+
+    /// Enable peer access between two devices (both directions), where supported.
+    fn peer_access(&self, a: usize, b: usize) -> Result<bool> {
+        if a == b {
+            return Ok(true);
+        }
+        let sa = self.device(a)?;
+        let sb = self.device(b)?;
+        let mut can: i32 = 0;
+        let (da, db) = (
+            result::device::get(a as i32).map_err(err("cuDeviceGet", a as i32))?,
+            result::device::get(b as i32).map_err(err("cuDeviceGet", b as i32))?,
+        );
+        // SAFETY: out-pointer to a local; valid device handles.
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, da, db) }
+            .result()
+            .map_err(err("cuDeviceCanAccessPeer", a as i32))?;
+        if can == 0 {
+            return Ok(false);
+        }
+        for (from, to) in [(&sa, &sb), (&sb, &sa)] {
+            // SAFETY: retained primary contexts.
+            unsafe { result::ctx::set_current(from.ctx as sys::CUcontext) }
+                .map_err(err("cuCtxSetCurrent", a as i32))?;
+            // SAFETY: as above; already-enabled is not an error for us.
+            let r = unsafe { sys::cuCtxEnablePeerAccess(to.ctx as sys::CUcontext, 0) };
+            if r != sys::CUresult::CUDA_SUCCESS && r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+            {
+                return Err(Error::Cuda {
+                    op: "cuCtxEnablePeerAccess",
+                    device: a as i32,
+                    message: format!("{r:?}"),
+                });
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Backend for GpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Gpu
+    }
+
+    fn device_count(&self) -> usize {
+        self.count
+    }
+
+    fn device_name(&self, device: usize) -> String {
+        cuda::device_name(device).unwrap_or_else(|e| format!("gpu {device} ({e})"))
+    }
+
+    fn alloc(&self, device: usize, bytes: usize) -> Result<u64> {
+        self.device(device)?;
+        // SAFETY: context is current; size > 0.
+        let p = unsafe { result::malloc_sync(bytes.max(1)) }.map_err(|e| Error::Alloc {
+            bytes,
+            device,
+            backend: "gpu",
+            message: e.to_string(),
+        })?;
+        // SAFETY: fresh allocation of that size.
+        unsafe { result::memset_d8_sync(p, 0, bytes.max(1)) }.map_err(err("cuMemsetD8", device as i32))?;
+        Ok(p)
+    }
+
+    unsafe fn free(&self, device: usize, ptr: u64, _bytes: usize) {
+        if self.device(device).is_ok() {
+            let _ = result::free_sync(ptr);
+        }
+    }
+
+    fn alloc_mapped(&self, device: usize, bytes: usize) -> Result<MappedMem> {
+        self.device(device)?;
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: context current.
+        let host = unsafe { result::malloc_host(bytes.max(1), flags) }.map_err(|e| Error::Alloc {
+            bytes,
+            device,
+            backend: "gpu (mapped host)",
+            message: e.to_string(),
+        })? as *mut u8;
+        // SAFETY: fresh host allocation of that size.
+        unsafe { std::ptr::write_bytes(host, 0, bytes.max(1)) };
+        let mut dev: sys::CUdeviceptr = 0;
+        // SAFETY: `host` is a mapped pinned allocation.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dev, host as *mut c_void, 0) }
+            .result()
+            .map_err(err("cuMemHostGetDevicePointer", device as i32))?;
+        Ok(MappedMem { host, dev, bytes })
+    }
+
+    unsafe fn free_mapped(&self, device: usize, mem: MappedMem) {
+        if self.device(device).is_ok() {
+            let _ = result::free_host(mem.host as *mut c_void);
+        }
+    }
+
+    fn upload(&self, device: usize, dst: u64, src: &[u8]) -> Result<()> {
+        self.device(device)?;
+        // SAFETY: dst is an allocation of at least src.len() bytes (caller contract).
+        unsafe { result::memcpy_htod_sync(dst, src) }.map_err(err("cuMemcpyHtoD", device as i32))
+    }
+
+    fn download(&self, device: usize, dst: &mut [u8], src: u64) -> Result<()> {
+        self.device(device)?;
+        // SAFETY: src is an allocation of at least dst.len() bytes (caller contract).
+        unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(err("cuMemcpyDtoH", device as i32))
+    }
+
+    fn create_stream(&self, device: usize) -> Result<Stream> {
+        self.device(device)?;
+        let s = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(err("cuStreamCreate", device as i32))?;
+        Ok(Stream::Gpu(Arc::new(GpuStream {
+            device,
+            raw: s as usize,
+        })))
+    }
+
+    fn synchronize(&self, stream: &Stream) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        self.device(s.device)?;
+        // SAFETY: a live stream.
+        unsafe { result::stream::synchronize(s.raw()) }.map_err(err("cuStreamSynchronize", s.device as i32))
+    }
+
+    fn copy_async(&self, stream: &Stream, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        self.device(s.device)?;
+        // SAFETY: live allocations (caller contract), stream-ordered.
+        unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, s.raw()) }
+            .result()
+            .map_err(err("cuMemcpyDtoDAsync", s.device as i32))
+    }
+
+    fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        let st = self.device(s.device)?;
+        let dt = DataType::from_u32(args.dtype).ok_or_else(|| Error::InvalidArgument {
+            op: "all_reduce",
+            rank: args.comm.rank,
+            what: format!("data type {}", args.dtype),
+        })?;
+        let f = st.all_reduce[&dt] as sys::CUfunction;
+        let mut a = *args;
+        let mut params = [&mut a as *mut AllReduceArgs as *mut c_void];
+        // SAFETY: the kernel takes one by-value AllReduceArgs; the driver copies the
+        // parameters at launch, so the local may go out of scope afterwards.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (grid.blocks, 1, 1),
+                (grid.threads, 1, 1),
+                0,
+                s.raw(),
+                &mut params,
+            )
+        }
+        .map_err(err("cuLaunchKernel(all_reduce)", s.device as i32))
+    }
+
+    fn max_blocks_per_rank(&self, ranks_per_device: usize) -> u32 {
+        // Every rank's kernel must be resident at once (they wait on each other): keep the
+        // total at or below the number of SMs, one block per SM being always resident.
+        let sms = self
+            .devices
+            .lock()
+            .ok()
+            .and_then(|m| m.values().next().map(|s| s.sms))
+            .unwrap_or(DEFAULT_SMS);
+        let per = sms / ranks_per_device.max(1) as u32;
+        per.clamp(1, oxccl_device::abi::MAX_BLOCKS as u32)
+    }
+
+    fn block_threads(&self) -> u32 {
+        ALL_REDUCE_BLOCK_THREADS
+    }
+
+    fn enable_peer_access(&self, a: usize, b: usize) -> Result<bool> {
+        self.peer_access(a, b)
+    }
+
+    fn record(&self, stream: &Stream) -> Result<Event> {
+        let s = gpu_stream(stream)?;
+        self.device(s.device)?;
+        let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(err("cuEventCreate", s.device as i32))?;
+        // SAFETY: fresh event, live stream.
+        unsafe { result::event::record(e, s.raw()) }.map_err(err("cuEventRecord", s.device as i32))?;
+        Ok(Event::Gpu(GpuEvent { raw: e as usize }))
+    }
+
+    fn elapsed(&self, a: &Event, b: &Event) -> Result<f64> {
+        match (a, b) {
+            (Event::Gpu(a), Event::Gpu(b)) => {
+                // SAFETY: recorded events.
+                unsafe { result::event::synchronize(b.raw as sys::CUevent) }
+                    .map_err(err("cuEventSynchronize", -1))?;
+                // SAFETY: both recorded and complete.
+                let ms = unsafe { result::event::elapsed(a.raw as sys::CUevent, b.raw as sys::CUevent) }
+                    .map_err(err("cuEventElapsedTime", -1))?;
+                Ok(ms as f64 / 1e3)
+            }
+            _ => Err(Error::Init(
+                "events of another backend passed to the gpu backend".into(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Execution backends: where memory lives and where kernels run.
+//!
+//! One trait, two implementations: [`gpu::GpuBackend`] (CUDA driver, the PTX built from
+//! `device/`) and [`cpu::CpuBackend`] (the same device functions on host threads, one
+//! thread per block, each stream a worker thread). Addresses are `u64` in both: device
+//! addresses on the GPU, host addresses on the CPU.
+
+pub mod cpu;
+pub mod gpu;
+
+use std::fmt;
+use std::sync::Arc;
+
+use oxccl_device::abi::AllReduceArgs;
+
+use crate::error::Result;
+
+/// Which backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    Gpu,
+    Cpu,
+}
+
+impl BackendKind {
+    /// Lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Gpu => "gpu",
+            BackendKind::Cpu => "cpu",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Launch geometry (x only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grid {
+    pub blocks: u32,
+    pub threads: u32,
+}
+
+/// Host-visible memory the device can also address (abort flags, error records).
+#[derive(Clone, Copy, Debug)]
+pub struct MappedMem {
+    pub host: *mut u8,
+    pub dev: u64,
+    pub bytes: usize,
+}
+
+// SAFETY: a plain address pair; synchronization is the users' business (atomics).
+unsafe impl Send for MappedMem {}
+// SAFETY: as above.
+unsafe impl Sync for MappedMem {}
+
+/// A stream: operations on it run in order.
+#[derive(Clone)]
+pub enum Stream {
+    Gpu(Arc<gpu::GpuStream>),
+    Cpu(Arc<cpu::CpuStream>),
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stream::Gpu(s) => write!(f, "Stream::Gpu(device {})", s.device),
+            Stream::Cpu(s) => write!(f, "Stream::Cpu(device {})", s.device),
+        }
+    }
+}
+
+/// A point in a stream's work (a CUDA event on the GPU, a recorded instant on the CPU).
+pub enum Event {
+    Gpu(gpu::GpuEvent),
+    Cpu(Arc<cpu::CpuEvent>),
+}
+
+/// What oxccl needs from an execution backend.
+pub trait Backend: Send + Sync + fmt::Debug {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+    /// Devices usable (GPUs, or logical CPU "devices").
+    fn device_count(&self) -> usize;
+    /// Human-readable description of a device.
+    fn device_name(&self, device: usize) -> String;
+    /// Zeroed device memory, 4096-byte aligned.
+    fn alloc(&self, device: usize, bytes: usize) -> Result<u64>;
+    /// Free memory from [`Backend::alloc`].
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc(device, bytes)` and is no longer used by any kernel.
+    unsafe fn free(&self, device: usize, ptr: u64, bytes: usize);
+    /// Zeroed memory the host can read/write while kernels run.
+    fn alloc_mapped(&self, device: usize, bytes: usize) -> Result<MappedMem>;
+    /// Free memory from [`Backend::alloc_mapped`].
+    ///
+    /// # Safety
+    /// No kernel uses it any more.
+    unsafe fn free_mapped(&self, device: usize, mem: MappedMem);
+    /// Copy host bytes to device memory (synchronous).
+    fn upload(&self, device: usize, dst: u64, src: &[u8]) -> Result<()>;
+    /// Copy device memory to host bytes (synchronous).
+    fn download(&self, device: usize, dst: &mut [u8], src: u64) -> Result<()>;
+    /// A new stream on `device`.
+    fn create_stream(&self, device: usize) -> Result<Stream>;
+    /// Wait for all work on `stream`.
+    fn synchronize(&self, stream: &Stream) -> Result<()>;
+    /// Enqueue a device-to-device copy on `stream`.
+    fn copy_async(&self, stream: &Stream, dst: u64, src: u64, bytes: usize) -> Result<()>;
+    /// Enqueue an all-reduce kernel on `stream`.
+    fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()>;
+    /// Largest grid (blocks) the all-reduce may use per rank when `ranks_per_device` ranks
+    /// share one device and their kernels must all be resident at once.
+    fn max_blocks_per_rank(&self, ranks_per_device: usize) -> u32;
+    /// Threads per block of the all-reduce.
+    fn block_threads(&self) -> u32;
+    /// Let devices `a` and `b` access each other's memory; `false` if they cannot.
+    fn enable_peer_access(&self, _a: usize, _b: usize) -> Result<bool> {
+        Ok(true)
+    }
+    /// Record an event on `stream` (reached when the work enqueued before it completes).
+    fn record(&self, stream: &Stream) -> Result<Event>;
+    /// Seconds from `a` to `b` (waits for `b`).
+    fn elapsed(&self, a: &Event, b: &Event) -> Result<f64>;
+}
+
+/// Choose a backend: the GPU when a driver and a device are present (unless
+/// `OXCCL_BACKEND=cpu`), otherwise the CPU. Returns why the GPU was not used.
+pub fn auto() -> (Arc<dyn Backend>, Option<String>) {
+    let want = crate::settings::backend_choice();
+    if want == "cpu" {
+        return (Arc::new(cpu::CpuBackend::new()), Some("OXCCL_BACKEND=cpu".into()));
+    }
+    match gpu::GpuBackend::new() {
+        Ok(g) => (Arc::new(g), None),
+        Err(e) => (Arc::new(cpu::CpuBackend::new()), Some(e.to_string())),
+    }
+}

@@ -1,0 +1,418 @@
+//! The `oxccl` command line: `demo`, `check`, `perf`, `info`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use oxccl::backend::{self, cpu::CpuBackend, gpu::GpuBackend, Backend};
+use oxccl::coll::{algo_name, all_reduce_bus_factor};
+use oxccl::harness::{self, fmt_bytes, parse_size, Case, Ranks, Timing};
+use oxccl::{verify, Comm, Config, DataType, RedOp};
+
+#[derive(Parser)]
+#[command(
+    name = "oxccl",
+    version,
+    about = "oxccl: GPU collective communication in Rust"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum BackendArg {
+    Auto,
+    Gpu,
+    Cpu,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// All-reduce on 4 ranks (GPU when there is one, else CPU), checked and timed.
+    Demo {
+        #[arg(long, default_value_t = 4)]
+        ranks: usize,
+        #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+        backend: BackendArg,
+    },
+    /// Correctness matrix: every dtype x op x rank count x size, in place and out of place.
+    Check {
+        #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+        backend: BackendArg,
+        /// Rank counts, e.g. 1,2,3,8.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,8")]
+        ranks: Vec<usize>,
+        /// Element counts (K/M/G suffixes allowed).
+        #[arg(long, value_delimiter = ',', default_value = "0,1,2,7,31,1000,4099,65537")]
+        counts: Vec<String>,
+        /// Data types (names as printed by `info`), or all.
+        #[arg(long, value_delimiter = ',', default_value = "all")]
+        dtypes: Vec<String>,
+        /// Operators, or all.
+        #[arg(long, value_delimiter = ',', default_value = "all")]
+        ops: Vec<String>,
+        /// Random seed base.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Also run each case this many times back to back.
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+    },
+    /// Bandwidth table (nccl-tests columns) next to a device-to-device copy of the same bytes.
+    Perf {
+        #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+        backend: BackendArg,
+        #[arg(long, default_value_t = 8)]
+        ranks: usize,
+        #[arg(long, default_value = "bf16")]
+        dtype: String,
+        #[arg(long, default_value = "sum")]
+        op: String,
+        #[arg(long, default_value = "1K")]
+        min: String,
+        #[arg(long, default_value = "256M")]
+        max: String,
+        /// Multiply the size by this between rows.
+        #[arg(long, default_value_t = 4)]
+        step: usize,
+        #[arg(long, default_value_t = 20)]
+        iters: usize,
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+        #[arg(long)]
+        in_place: bool,
+    },
+    /// Settings, backend and devices.
+    Info,
+}
+
+fn pick_backend(b: BackendArg) -> Result<(Arc<dyn Backend>, String), oxccl::Error> {
+    match b {
+        BackendArg::Cpu => Ok((Arc::new(CpuBackend::new()), "cpu backend (requested)".into())),
+        BackendArg::Gpu => {
+            let g = GpuBackend::new()?;
+            let name = g.device_name(0);
+            Ok((Arc::new(g), format!("gpu backend: {name}")))
+        }
+        BackendArg::Auto => {
+            let (b, why) = backend::auto();
+            let desc = match why {
+                None => format!("gpu backend: {}", b.device_name(0)),
+                Some(w) => format!("cpu backend (no gpu: {w})"),
+            };
+            Ok((b, desc))
+        }
+    }
+}
+
+fn parse_dtypes(v: &[String]) -> Result<Vec<DataType>, String> {
+    if v.iter().any(|s| s == "all") {
+        return Ok(DataType::ALL.to_vec());
+    }
+    v.iter()
+        .map(|s| {
+            DataType::ALL
+                .iter()
+                .copied()
+                .find(|d| d.name() == s)
+                .ok_or(format!("unknown dtype {s}"))
+        })
+        .collect()
+}
+
+fn parse_ops(v: &[String]) -> Result<Vec<RedOp>, String> {
+    if v.iter().any(|s| s == "all") {
+        return Ok(RedOp::ALL.to_vec());
+    }
+    v.iter()
+        .map(|s| {
+            RedOp::ALL
+                .iter()
+                .copied()
+                .find(|d| d.name() == s)
+                .ok_or(format!("unknown op {s}"))
+        })
+        .collect()
+}
+
+fn make_ranks(b: &Arc<dyn Backend>, n: usize) -> Result<Ranks, oxccl::Error> {
+    // Every rank on device 0: several ranks share one GPU.
+    Ranks::new(Comm::init_all_with(b.clone(), &vec![0; n], Config::default())?)
+}
+
+fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
+    let (backend, desc) = pick_backend(b).map_err(|e| e.to_string())?;
+    println!("oxccl demo: all-reduce (sum) on {ranks} ranks, {desc}");
+    let r = make_ranks(&backend, ranks).map_err(|e| e.to_string())?;
+    let gpu = backend.kind() == oxccl::BackendKind::Gpu;
+    let sizes: Vec<usize> = if gpu {
+        (0..=13)
+            .map(|i| 8usize << (2 * i))
+            .filter(|&s| s <= 256 << 20)
+            .collect()
+    } else {
+        vec![8, 256, 8 << 10, 256 << 10, 4 << 20]
+    };
+    println!("every element of every rank is checked against a host reference (f64), inputs random, outputs poisoned first");
+    println!(
+        "{:>10} {:>10} {:>6} {:>9} {:>11} {:>11} {:>11}  check",
+        "bytes", "count", "type", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)"
+    );
+    let mut seed = 1;
+    for dt in [DataType::F32, DataType::Bf16] {
+        for &bytes in &sizes {
+            let count = bytes / dt.size();
+            seed += 1;
+            let checked = harness::check_all_reduce(
+                &r,
+                Case {
+                    dtype: dt,
+                    red: RedOp::Sum,
+                    count,
+                    in_place: false,
+                    seed,
+                },
+            )
+            .map_err(|e| format!("{} bytes {}: {e}", bytes, dt.name()))?;
+            let (iters, reps) = if gpu { (20, 5) } else { (3, 3) };
+            let t = harness::time_all_reduce(
+                &r,
+                dt,
+                oxccl::Op::Sum,
+                count,
+                false,
+                Timing {
+                    warmup: 2,
+                    iters,
+                    reps,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            let algbw = bytes as f64 / t / 1e9;
+            println!(
+                "{:>10} {:>10} {:>6} {:>9} {:>11.2} {:>11.2} {:>11.2}  ok ({} elements)",
+                bytes,
+                count,
+                dt.name(),
+                algo_name(r.comms[0].choose_algo(bytes as u64)),
+                t * 1e6,
+                algbw,
+                algbw * all_reduce_bus_factor(ranks),
+                checked
+            );
+        }
+    }
+    println!("demo passed: every result matched the reference");
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(
+    b: BackendArg,
+    ranks: &[usize],
+    counts: &[String],
+    dtypes: &[String],
+    ops: &[String],
+    seed: u64,
+    repeat: usize,
+) -> Result<(), String> {
+    let (backend, desc) = pick_backend(b).map_err(|e| e.to_string())?;
+    let dtypes = parse_dtypes(dtypes)?;
+    let ops = parse_ops(ops)?;
+    let counts: Vec<usize> = counts
+        .iter()
+        .map(|c| parse_size(c).ok_or(format!("bad count {c}")))
+        .collect::<Result<_, _>>()?;
+    println!("oxccl check: all-reduce correctness on the {desc}");
+    println!(
+        "{:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9}",
+        "ranks", "count", "type", "cases", "failed", "elements", "time(s)"
+    );
+    let (mut total, mut failed) = (0usize, 0usize);
+    let mut s = seed;
+    for &n in ranks {
+        let r = make_ranks(&backend, n).map_err(|e| e.to_string())?;
+        for &count in &counts {
+            for &dt in &dtypes {
+                let t0 = Instant::now();
+                let (mut cases, mut bad, mut elems) = (0, 0, 0usize);
+                for &red in &ops {
+                    for in_place in [false, true] {
+                        for _ in 0..repeat {
+                            s += 1;
+                            cases += 1;
+                            match harness::check_all_reduce(
+                                &r,
+                                Case {
+                                    dtype: dt,
+                                    red,
+                                    count,
+                                    in_place,
+                                    seed: s,
+                                },
+                            ) {
+                                Ok(e) => elems += e,
+                                Err(e) => {
+                                    bad += 1;
+                                    println!(
+                                        "FAIL ranks={n} count={count} {} {} in_place={in_place}: {e}",
+                                        dt.name(),
+                                        red.name()
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+                total += cases;
+                failed += bad;
+                println!(
+                    "{:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9.2}",
+                    n,
+                    count,
+                    dt.name(),
+                    cases,
+                    bad,
+                    elems,
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+    println!("check: {} passed, {} failed", total - failed, failed);
+    if failed > 0 {
+        Err(format!("{failed} of {total} cases failed"))
+    } else {
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn perf(
+    b: BackendArg,
+    ranks: usize,
+    dtype: &str,
+    op: &str,
+    min: &str,
+    max: &str,
+    step: usize,
+    iters: usize,
+    reps: usize,
+    in_place: bool,
+) -> Result<(), String> {
+    let (backend, desc) = pick_backend(b).map_err(|e| e.to_string())?;
+    let dt = parse_dtypes(&[dtype.to_string()])?[0];
+    let red = parse_ops(&[op.to_string()])?[0];
+    let op = verify::test_op(dt, red);
+    let (lo, hi) = (
+        parse_size(min).ok_or("bad --min")?,
+        parse_size(max).ok_or("bad --max")?,
+    );
+    let r = make_ranks(&backend, ranks).map_err(|e| e.to_string())?;
+    println!("oxccl perf: all-reduce {} {} on {ranks} ranks sharing device 0, {desc}; median of {reps} x {iters} iterations", dt.name(), red.name());
+    println!("copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = 2 x ranks x bytes (each input read once, each output written once)");
+    println!(
+        "{:>8} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
+        "bytes", "count", "algo", "time(us)", "algbw", "busbw", "copy(us)", "alg GB/s", "copy GB/s", "ratio"
+    );
+    let mut bytes = lo.max(dt.size());
+    while bytes <= hi {
+        let count = bytes / dt.size();
+        let t = harness::time_all_reduce(
+            &r,
+            dt,
+            op,
+            count,
+            in_place,
+            Timing {
+                warmup: 3,
+                iters,
+                reps,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let tc = harness::time_copy(&r, bytes, iters, reps).map_err(|e| e.to_string())?;
+        let algbw = bytes as f64 / t / 1e9;
+        let alg_rate = 2.0 * ranks as f64 * bytes as f64 / t / 1e9;
+        let copy_rate = 2.0 * bytes as f64 / tc / 1e9;
+        println!(
+            "{:>8} {:>11} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.1} {:>11.1} {:>6.3}",
+            fmt_bytes(bytes),
+            count,
+            algo_name(r.comms[0].choose_algo(bytes as u64)),
+            t * 1e6,
+            algbw,
+            algbw * all_reduce_bus_factor(ranks),
+            tc * 1e6,
+            alg_rate,
+            copy_rate,
+            alg_rate / copy_rate
+        );
+        bytes = bytes.saturating_mul(step.max(2));
+    }
+    Ok(())
+}
+
+fn info() {
+    println!("oxccl {}", env!("CARGO_PKG_VERSION"));
+    match GpuBackend::new() {
+        Ok(g) => {
+            let v = oxccl::sys::cuda::driver_version().unwrap_or(0);
+            println!(
+                "gpu backend: {} device(s), driver cuda {}.{}",
+                g.device_count(),
+                v / 1000,
+                (v % 1000) / 10
+            );
+            for d in 0..g.device_count() {
+                println!("  device {d}: {}", g.device_name(d));
+            }
+        }
+        Err(e) => println!("gpu backend unavailable: {e}\ncpu backend available"),
+    }
+    println!("\nsettings (environment):\n{}", oxccl::settings::table());
+}
+
+fn main() -> ExitCode {
+    oxccl::logging::init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Demo { ranks, backend } => demo(ranks, backend),
+        Cmd::Check {
+            backend,
+            ranks,
+            counts,
+            dtypes,
+            ops,
+            seed,
+            repeat,
+        } => check(backend, &ranks, &counts, &dtypes, &ops, seed, repeat),
+        Cmd::Perf {
+            backend,
+            ranks,
+            dtype,
+            op,
+            min,
+            max,
+            step,
+            iters,
+            reps,
+            in_place,
+        } => perf(
+            backend, ranks, &dtype, &op, &min, &max, step, iters, reps, in_place,
+        ),
+        Cmd::Info => {
+            info();
+            Ok(())
+        }
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("oxccl: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Communicators: one per rank. `Comm::init_all` creates every rank of a communicator in one
+//! process; several ranks may share one device (NCCL refuses that; oxccl allows it, which is
+//! how one GPU tests multi-rank code).
+//!
+//! Shared resources of a communicator: one inbox per rank (the barrier lines, see
+//! `oxccl_device::prims::barrier`) on that rank's device, a table of the inbox addresses
+//! per rank, an error record per rank, and one abort flag in mapped host memory.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use oxccl_device::abi::{CommArgs, ErrorRecord, Header, ERR_ABORTED, ERR_MISMATCH, ERR_NONE, ERR_TIMEOUT};
+use oxccl_device::prims::barrier::inbox_bytes;
+
+use crate::backend::{self, Backend, MappedMem, Stream};
+use crate::error::{Error, Result};
+
+/// Per-communicator options.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Device wait timeout (ns); 0 = none.
+    pub timeout_ns: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            timeout_ns: crate::settings::timeout_ns(),
+        }
+    }
+}
+
+struct RankRes {
+    device: usize,
+    inbox: u64,
+    table: u64,
+    error: u64,
+}
+
+/// Resources shared by the ranks of one communicator created in this process.
+pub(crate) struct Group {
+    pub backend: Arc<dyn Backend>,
+    ranks: Vec<RankRes>,
+    abort: MappedMem,
+    /// Most ranks placed on one device (limits blocks per rank).
+    pub ranks_per_device: usize,
+    pub config: Config,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let n = self.ranks.len() as u32;
+        for r in &self.ranks {
+            // SAFETY: allocated in init_all with these sizes; ranks synchronize before drop.
+            unsafe {
+                self.backend.free(r.device, r.inbox, inbox_bytes(n));
+                self.backend.free(r.device, r.table, 8 * n as usize);
+                self.backend
+                    .free(r.device, r.error, std::mem::size_of::<ErrorRecord>());
+            }
+        }
+        let dev = self.ranks.first().map(|r| r.device).unwrap_or(0);
+        // SAFETY: as above.
+        unsafe { self.backend.free_mapped(dev, self.abort) };
+    }
+}
+
+/// One rank of a communicator.
+pub struct Comm {
+    pub(crate) group: Arc<Group>,
+    rank: u32,
+    nranks: u32,
+    /// Barrier epochs used so far (2 per collective).
+    pub(crate) epoch: AtomicU64,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Comm(rank {}/{} on {} device {})",
+            self.rank,
+            self.nranks,
+            self.group.backend.kind(),
+            self.device()
+        )
+    }
+}
+
+impl Comm {
+    /// All ranks of a new communicator in this process, rank `i` on `devices[i]`, on the
+    /// backend chosen by [`backend::auto`].
+    pub fn init_all(devices: &[usize]) -> Result<Vec<Comm>> {
+        let (b, why) = backend::auto();
+        if let Some(why) = why {
+            tracing::info!(target: "oxccl::init", "using the cpu backend: {why}");
+        }
+        Self::init_all_with(b, devices, Config::default())
+    }
+
+    /// As [`Comm::init_all`] on a given backend and configuration.
+    pub fn init_all_with(backend: Arc<dyn Backend>, devices: &[usize], config: Config) -> Result<Vec<Comm>> {
+        let n = devices.len();
+        if n == 0 {
+            return Err(Error::Init("init_all needs at least one device".into()));
+        }
+        for &d in devices {
+            if d >= backend.device_count() {
+                return Err(Error::NoSuchDevice {
+                    device: d,
+                    count: backend.device_count(),
+                    backend: backend.kind().name(),
+                });
+            }
+        }
+        let _span =
+            tracing::info_span!(target: "oxccl::init", "init_all", nranks = n, backend = %backend.kind())
+                .entered();
+        let mut ranks = Vec::with_capacity(n);
+        let undo = |ranks: &Vec<RankRes>| {
+            for r in ranks {
+                // SAFETY: freshly allocated, unused.
+                unsafe {
+                    backend.free(r.device, r.inbox, inbox_bytes(n as u32));
+                    backend.free(r.device, r.table, 8 * n);
+                    backend.free(r.device, r.error, std::mem::size_of::<ErrorRecord>());
+                }
+            }
+        };
+        for &device in devices {
+            let res = (|| -> Result<RankRes> {
+                Ok(RankRes {
+                    device,
+                    inbox: backend.alloc(device, inbox_bytes(n as u32))?,
+                    table: backend.alloc(device, 8 * n)?,
+                    error: backend.alloc(device, std::mem::size_of::<ErrorRecord>())?,
+                })
+            })();
+            match res {
+                Ok(r) => ranks.push(r),
+                Err(e) => {
+                    undo(&ranks);
+                    return Err(e);
+                }
+            }
+        }
+        // Distinct devices must reach each other's memory.
+        for (i, &a) in devices.iter().enumerate() {
+            for &b in &devices[i + 1..] {
+                if a != b && !backend.enable_peer_access(a, b)? {
+                    undo(&ranks);
+                    return Err(Error::Init(format!(
+                        "devices {a} and {b} cannot access each other's memory (no P2P between them)"
+                    )));
+                }
+            }
+        }
+        let table: Vec<u8> = ranks.iter().flat_map(|r| r.inbox.to_le_bytes()).collect();
+        for r in &ranks {
+            backend.upload(r.device, r.table, &table)?;
+        }
+        let abort = backend.alloc_mapped(devices[0], 64)?;
+        let mut per_dev = std::collections::HashMap::<usize, usize>::new();
+        for &d in devices {
+            *per_dev.entry(d).or_default() += 1;
+        }
+        let group = Arc::new(Group {
+            backend: backend.clone(),
+            ranks,
+            abort,
+            ranks_per_device: per_dev.values().copied().max().unwrap_or(1),
+            config,
+        });
+        tracing::info!(target: "oxccl::init", nranks = n, ranks_per_device = group.ranks_per_device, "communicator ready");
+        Ok((0..n)
+            .map(|rank| Comm {
+                group: group.clone(),
+                rank: rank as u32,
+                nranks: n as u32,
+                epoch: AtomicU64::new(0),
+            })
+            .collect())
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Number of ranks (NCCL's `ncclCommCount`).
+    pub fn count(&self) -> u32 {
+        self.nranks
+    }
+
+    /// The device of this rank (NCCL's `ncclCommCuDevice`).
+    pub fn device(&self) -> usize {
+        self.group.ranks[self.rank as usize].device
+    }
+
+    /// The backend this communicator runs on.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.group.backend
+    }
+
+    /// A new stream on this rank's device.
+    pub fn create_stream(&self) -> Result<Stream> {
+        self.group.backend.create_stream(self.device())
+    }
+
+    /// The kernel-side view of this rank.
+    pub(crate) fn args(&self) -> CommArgs {
+        let me = &self.group.ranks[self.rank as usize];
+        CommArgs {
+            header: Header::of::<CommArgs>(),
+            rank: self.rank,
+            nranks: self.nranks,
+            inboxes: me.table,
+            abort_flag: self.group.abort.dev,
+            error: me.error,
+            timeout_ns: self.group.config.timeout_ns,
+        }
+    }
+
+    /// Raise the abort flag: every wait of every rank of this communicator, host or device,
+    /// gives up within one check interval and reports `Aborted`.
+    pub fn abort(&self) {
+        // SAFETY: 64 bytes of mapped memory owned by the group; a volatile store is what
+        // the device's `ld.volatile` polls.
+        unsafe { std::ptr::write_volatile(self.group.abort.host as *mut u32, 1) };
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    /// The first error a kernel of this rank reported, if any (sticky, like NCCL's
+    /// `ncclCommGetAsyncError`). Reads device memory: call after synchronizing, or accept
+    /// a racy but harmless snapshot.
+    pub fn async_error(&self) -> Result<()> {
+        let me = &self.group.ranks[self.rank as usize];
+        let mut raw = [0u8; std::mem::size_of::<ErrorRecord>()];
+        self.group.backend.download(me.device, &mut raw, me.error)?;
+        let u32_at = |o: usize| u32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
+        let u64_at = |o: usize| u64::from_le_bytes(raw[o..o + 8].try_into().unwrap());
+        let rec = ErrorRecord {
+            code: u32_at(0),
+            rank: u32_at(4),
+            peer: u32_at(8),
+            block: u32_at(12),
+            epoch: u64_at(16),
+            detail: u64_at(24),
+        };
+        let op = "all_reduce";
+        match rec.code {
+            ERR_NONE => Ok(()),
+            ERR_TIMEOUT => Err(Error::Timeout {
+                op,
+                rank: self.rank,
+                peer: rec.peer,
+                block: rec.block,
+                epoch: rec.epoch,
+            }),
+            ERR_ABORTED => Err(Error::Aborted { op, rank: self.rank }),
+            ERR_MISMATCH => Err(Error::Mismatch {
+                op,
+                rank: self.rank,
+                peer: rec.peer,
+                theirs: rec.detail,
+            }),
+            // u32::MAX: a record being written right now.
+            _ => Ok(()),
+        }
+    }
+}

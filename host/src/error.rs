@@ -1,0 +1,97 @@
+//! Errors: one variant per failing operation, with the context a user needs (rank, peer,
+//! device, what was searched). Messages are lowercase without a trailing period.
+
+/// Result alias.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// Everything that can fail in oxccl.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The CUDA driver library could not be loaded.
+    #[error(
+        "cuda driver not available: could not load any of {searched:?}; install the NVIDIA driver \
+         or add the directory holding libcuda.so.1 to LD_LIBRARY_PATH (the CPU backend works without it)"
+    )]
+    CudaDriverMissing { searched: Vec<String> },
+
+    /// A CUDA driver call failed.
+    #[error("cuda {op} failed on device {device}: {message}")]
+    Cuda {
+        op: &'static str,
+        device: i32,
+        message: String,
+    },
+
+    /// No GPU is visible.
+    #[error("no cuda device found (cuDeviceGetCount returned 0)")]
+    NoCudaDevice,
+
+    /// A device index out of range.
+    #[error("device {device} does not exist ({count} available on backend {backend})")]
+    NoSuchDevice {
+        device: usize,
+        count: usize,
+        backend: &'static str,
+    },
+
+    /// The embedded PTX could not be loaded by the driver.
+    #[error("loading the oxccl PTX module on device {device} failed: {message}")]
+    ModuleLoad { device: i32, message: String },
+
+    /// An argument was invalid.
+    #[error("{op} on rank {rank}: invalid argument: {what}")]
+    InvalidArgument {
+        op: &'static str,
+        rank: u32,
+        what: String,
+    },
+
+    /// A device wait passed its timeout.
+    #[error("{op} on rank {rank}: timed out waiting for rank {peer} (block {block}, epoch {epoch}); the peer did not reach the same call")]
+    Timeout {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        block: u32,
+        epoch: u64,
+    },
+
+    /// The communicator was aborted.
+    #[error("{op} on rank {rank}: communicator aborted")]
+    Aborted { op: &'static str, rank: u32 },
+
+    /// Ranks called different operations in the same slot.
+    #[error("{op} on rank {rank}: rank {peer} called a different operation (its fingerprint {theirs:#018x} differs from ours: collective, count, type or operator differ)")]
+    Mismatch {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        theirs: u64,
+    },
+
+    /// A kernel on the CPU backend panicked (a device trap).
+    #[error("{op} on rank {rank}: kernel failed on the cpu backend: {message}")]
+    CpuKernelPanic {
+        op: &'static str,
+        rank: u32,
+        message: String,
+    },
+
+    /// Memory allocation failed.
+    #[error("allocating {bytes} bytes on device {device} ({backend}) failed: {message}")]
+    Alloc {
+        bytes: usize,
+        device: usize,
+        backend: &'static str,
+        message: String,
+    },
+
+    /// A verification against the host reference failed.
+    #[error("verification failed: {0}")]
+    Verify(String),
+
+    /// Communicator creation failed.
+    #[error("communicator init: {0}")]
+    Init(String),
+}

@@ -1,0 +1,233 @@
+//! Running collectives on a set of in-process ranks for checks and timing (used by the CLI,
+//! the tests and the GPU check script).
+
+use oxccl_device::abi::{DataType, RedOp};
+
+use crate::backend::Stream;
+use crate::buffer::DeviceBuffer;
+use crate::coll::Op;
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::verify;
+
+/// The ranks of one communicator with one stream each.
+pub struct Ranks {
+    pub comms: Vec<Comm>,
+    pub streams: Vec<Stream>,
+}
+
+impl Ranks {
+    /// Streams for every rank of `comms`.
+    pub fn new(comms: Vec<Comm>) -> Result<Self> {
+        let streams = comms
+            .iter()
+            .map(|c| c.create_stream())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Ranks { comms, streams })
+    }
+
+    /// Number of ranks.
+    pub fn n(&self) -> usize {
+        self.comms.len()
+    }
+
+    /// Wait for every rank's stream, then report the first device error of any rank.
+    pub fn sync(&self) -> Result<()> {
+        let mut first = None;
+        for (c, s) in self.comms.iter().zip(&self.streams) {
+            if let Err(e) = c.backend().synchronize(s) {
+                first.get_or_insert(e);
+            }
+        }
+        for c in &self.comms {
+            if let Err(e) = c.async_error() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// One all-reduce case.
+#[derive(Clone, Copy, Debug)]
+pub struct Case {
+    pub dtype: DataType,
+    pub red: RedOp,
+    pub count: usize,
+    pub in_place: bool,
+    pub seed: u64,
+}
+
+/// Run `case` on every rank with fresh random inputs and poisoned outputs, then check every
+/// element of every rank against the host reference and that all ranks agree bit for bit.
+/// Returns the number of elements checked.
+pub fn check_all_reduce(ranks: &Ranks, case: Case) -> Result<usize> {
+    let n = ranks.n();
+    let dt = case.dtype;
+    let bytes = case.count * dt.size();
+    let op = verify::test_op(dt, case.red);
+    let inputs: Vec<Vec<u8>> = (0..n)
+        .map(|r| {
+            verify::gen_input(
+                dt,
+                case.red,
+                case.count,
+                case.seed.wrapping_mul(1000).wrapping_add(r as u64),
+            )
+        })
+        .collect();
+    let mut sends = Vec::with_capacity(n);
+    let mut recvs = Vec::with_capacity(n);
+    for (r, c) in ranks.comms.iter().enumerate() {
+        let mut s = DeviceBuffer::alloc(c.backend(), c.device(), bytes)?;
+        s.upload(&inputs[r])?;
+        sends.push(s);
+        if !case.in_place {
+            let mut o = DeviceBuffer::alloc(c.backend(), c.device(), bytes)?;
+            o.fill(0xff)?; // poison: NaN for every float type, -1 for integers
+            recvs.push(o);
+        }
+    }
+    for r in 0..n {
+        let c = &ranks.comms[r];
+        if case.in_place {
+            c.all_reduce_in_place(&mut sends[r], case.count, dt, op, &ranks.streams[r])?;
+        } else {
+            c.all_reduce(&sends[r], &mut recvs[r], case.count, dt, op, &ranks.streams[r])?;
+        }
+    }
+    ranks.sync()?;
+    let outs = if case.in_place { &sends } else { &recvs };
+    let mut first: Option<Vec<u8>> = None;
+    for (r, o) in outs.iter().enumerate() {
+        let mut host = vec![0u8; bytes];
+        o.download(&mut host)?;
+        verify::check_all_reduce(dt, op, &inputs, &host, case.count)
+            .map_err(|m| Error::Verify(format!("rank {r}: {m}")))?;
+        match &first {
+            None => first = Some(host),
+            Some(f) if *f != host => {
+                return Err(Error::Verify(format!(
+                    "rank {r}'s result differs from rank 0's (ranks must agree bit for bit)"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(case.count * n)
+}
+
+/// How many operations to run untimed, per timed repetition, and how many repetitions.
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub warmup: usize,
+    pub iters: usize,
+    pub reps: usize,
+}
+
+/// Median time (seconds) of one all-reduce of `count` elements on every rank, over `reps`
+/// repetitions of `iters` back-to-back operations (after `warmup` untimed ones).
+pub fn time_all_reduce(
+    ranks: &Ranks,
+    dt: DataType,
+    op: Op,
+    count: usize,
+    in_place: bool,
+    t: Timing,
+) -> Result<f64> {
+    let Timing { warmup, iters, reps } = t;
+    let n = ranks.n();
+    let bytes = (count * dt.size()).max(1);
+    let mut bufs = Vec::new();
+    for c in &ranks.comms {
+        let mut s = DeviceBuffer::alloc(c.backend(), c.device(), bytes)?;
+        s.upload(&verify::gen_input(dt, op.red_op(), count, 7))?;
+        let r = if in_place {
+            None
+        } else {
+            Some(DeviceBuffer::alloc(c.backend(), c.device(), bytes)?)
+        };
+        bufs.push((s, r));
+    }
+    let launch = |bufs: &mut Vec<(DeviceBuffer, Option<DeviceBuffer>)>| -> Result<()> {
+        for (r, (s, o)) in bufs.iter_mut().enumerate() {
+            let c = &ranks.comms[r];
+            match o {
+                Some(o) => c.all_reduce(s, o, count, dt, op, &ranks.streams[r])?,
+                None => c.all_reduce_in_place(s, count, dt, op, &ranks.streams[r])?,
+            }
+        }
+        Ok(())
+    };
+    for _ in 0..warmup {
+        launch(&mut bufs)?;
+    }
+    ranks.sync()?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let mut starts = Vec::with_capacity(n);
+        for (c, s) in ranks.comms.iter().zip(&ranks.streams) {
+            starts.push(c.backend().record(s)?);
+        }
+        for _ in 0..iters {
+            launch(&mut bufs)?;
+        }
+        let mut worst: f64 = 0.0;
+        for (r, (c, s)) in ranks.comms.iter().zip(&ranks.streams).enumerate() {
+            let end = c.backend().record(s)?;
+            worst = worst.max(c.backend().elapsed(&starts[r], &end)?);
+        }
+        ranks.sync()?;
+        times.push(worst / iters as f64);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(times[times.len() / 2])
+}
+
+/// Median time (seconds) of a device-to-device copy of `bytes` on rank 0's device.
+pub fn time_copy(ranks: &Ranks, bytes: usize, iters: usize, reps: usize) -> Result<f64> {
+    let c = &ranks.comms[0];
+    let b = c.backend();
+    let src = DeviceBuffer::alloc(b, c.device(), bytes)?;
+    let dst = DeviceBuffer::alloc(b, c.device(), bytes)?;
+    let s = &ranks.streams[0];
+    b.copy_async(s, dst.ptr(), src.ptr(), bytes)?;
+    b.synchronize(s)?;
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        let a = b.record(s)?;
+        for _ in 0..iters {
+            b.copy_async(s, dst.ptr(), src.ptr(), bytes)?;
+        }
+        let e = b.record(s)?;
+        times.push(b.elapsed(&a, &e)? / iters as f64);
+    }
+    b.synchronize(s)?;
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(times[times.len() / 2])
+}
+
+/// Parse sizes like `8`, `4K`, `16M`, `1G` (bytes, binary units).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1usize << 10),
+        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
+        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok().map(|v| v * mul)
+}
+
+/// Human-readable bytes.
+pub fn fmt_bytes(b: usize) -> String {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
+        format!("{}G", b >> 30)
+    } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{}M", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{}K", b >> 10)
+    } else {
+        format!("{b}")
+    }
+}

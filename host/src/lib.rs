@@ -1,0 +1,28 @@
+//! oxccl: GPU collective communication in Rust.
+//!
+//! - [`Comm`]: communicators (`Comm::init_all` for every rank in one process; several ranks
+//!   may share a device).
+//! - [`Comm::all_reduce`] and friends: collectives on device buffers and streams.
+//! - [`backend`]: the GPU backend (CUDA driver, PTX from `device/`) and the CPU backend
+//!   (the same device functions on host threads).
+//!
+//! Errors are [`Error`]; device-side failures (timeouts, aborts, mismatched calls) are
+//! reported through [`Comm::async_error`].
+
+pub mod backend;
+pub mod buffer;
+pub mod coll;
+pub mod comm;
+pub mod error;
+pub mod harness;
+pub mod logging;
+pub mod settings;
+pub mod sys;
+pub mod verify;
+
+pub use backend::{Backend, BackendKind, Stream};
+pub use buffer::DeviceBuffer;
+pub use coll::Op;
+pub use comm::{Comm, Config};
+pub use error::{Error, Result};
+pub use oxccl_device::abi::{DataType, RedOp};

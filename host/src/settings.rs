@@ -1,0 +1,130 @@
+//! Every setting a user can change, in one table (printed by `oxccl info`). NCCL's names are
+//! kept where a setting has an NCCL equivalent.
+
+/// One environment setting.
+#[derive(Clone, Copy, Debug)]
+pub struct Setting {
+    pub name: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// All settings.
+pub const SETTINGS: &[Setting] = &[
+    Setting {
+        name: "NCCL_DEBUG",
+        default: "WARN",
+        help: "log level: VERSION, WARN, INFO, TRACE (mapped onto the tracing filter; RUST_LOG overrides)",
+    },
+    Setting {
+        name: "NCCL_DEBUG_SUBSYS",
+        default: "ALL",
+        help: "comma-separated subsystems to log (INIT, COLL, ALLOC, ...); ALL for every one",
+    },
+    Setting {
+        name: "OXCCL_BACKEND",
+        default: "auto",
+        help: "auto (GPU when a CUDA driver and a device are present, else CPU), gpu, or cpu",
+    },
+    Setting {
+        name: "OXCCL_TIMEOUT_MS",
+        default: "300000",
+        help: "device wait timeout in milliseconds: a rank that does not reach a collective turns into an error naming it (0 = wait forever)",
+    },
+    Setting {
+        name: "NCCL_ALGO",
+        default: "auto",
+        help: "all-reduce algorithm: auto, oneshot, or twoshot",
+    },
+    Setting {
+        name: "OXCCL_ONESHOT_MAX_BYTES",
+        default: "65536",
+        help: "auto tuner: largest all-reduce (bytes per rank) that uses one-shot",
+    },
+    Setting {
+        name: "OXCCL_MAX_BLOCKS",
+        default: "0",
+        help: "cap on blocks per rank per collective (0 = the backend's limit)",
+    },
+    Setting {
+        name: "OXCCL_CPU_BLOCKS",
+        default: "2",
+        help: "CPU backend: host threads (blocks) per rank per collective",
+    },
+];
+
+/// The value of a setting (environment, else default).
+pub fn get(name: &str) -> String {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => v,
+        _ => SETTINGS
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.default.to_string())
+            .unwrap_or_default(),
+    }
+}
+
+fn get_u64(name: &str) -> u64 {
+    let v = get(name);
+    v.trim().parse().unwrap_or_else(|_| {
+        let d = SETTINGS
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.default)
+            .unwrap_or("0");
+        tracing::warn!(setting = name, value = %v, "not a number, using the default {d}");
+        d.parse().unwrap_or(0)
+    })
+}
+
+/// `OXCCL_BACKEND`, lowercased.
+pub fn backend_choice() -> String {
+    get("OXCCL_BACKEND").to_ascii_lowercase()
+}
+
+/// `OXCCL_TIMEOUT_MS` in nanoseconds.
+pub fn timeout_ns() -> u64 {
+    get_u64("OXCCL_TIMEOUT_MS").saturating_mul(1_000_000)
+}
+
+/// `OXCCL_ONESHOT_MAX_BYTES`.
+pub fn oneshot_max_bytes() -> u64 {
+    get_u64("OXCCL_ONESHOT_MAX_BYTES")
+}
+
+/// `OXCCL_MAX_BLOCKS` (0 = none).
+pub fn max_blocks() -> u32 {
+    get_u64("OXCCL_MAX_BLOCKS") as u32
+}
+
+/// `OXCCL_CPU_BLOCKS`, at least 1.
+pub fn cpu_blocks() -> u32 {
+    (get_u64("OXCCL_CPU_BLOCKS") as u32).clamp(1, oxccl_device::abi::MAX_BLOCKS as u32)
+}
+
+/// `NCCL_ALGO` for the all-reduce: `None` = auto.
+pub fn algo_override() -> Option<u32> {
+    match get("NCCL_ALGO").to_ascii_lowercase().as_str() {
+        "oneshot" | "one-shot" | "one_shot" => Some(oxccl_device::abi::ALGO_ONE_SHOT),
+        "twoshot" | "two-shot" | "two_shot" => Some(oxccl_device::abi::ALGO_TWO_SHOT),
+        _ => None,
+    }
+}
+
+/// Render the table with current values.
+pub fn table() -> String {
+    let mut out = String::new();
+    for s in SETTINGS {
+        let cur = std::env::var(s.name).ok();
+        out.push_str(&format!(
+            "{:<26} = {:<10} (default {}{})\n    {}\n",
+            s.name,
+            cur.clone().unwrap_or_else(|| s.default.to_string()),
+            s.default,
+            if cur.is_some() { ", set" } else { "" },
+            s.help
+        ));
+    }
+    out
+}

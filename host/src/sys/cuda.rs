@@ -1,0 +1,116 @@
+//! The CUDA driver through cudarc's dynamic loading (`libcuda.so` is opened at run time,
+//! so oxccl binaries start on machines without a GPU).
+
+use std::ffi::{c_int, c_void, CString};
+use std::sync::OnceLock;
+
+use cudarc::driver::{result, sys};
+
+use crate::error::{Error, Result};
+
+/// Library names tried, in order (those cudarc's loader tries for "cuda").
+pub fn searched_names() -> Vec<String> {
+    cudarc::get_lib_name_candidates("cuda")
+}
+
+/// Load and initialize the driver once per process.
+pub fn driver() -> Result<()> {
+    static INIT: OnceLock<Result<(), String>> = OnceLock::new();
+    let r = INIT.get_or_init(|| {
+        // SAFETY: only probes dlopen of the candidate names.
+        let present = std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false);
+        if !present {
+            return Err(String::new());
+        }
+        // cudarc panics if a symbol is missing (driver too old): turn that into an error.
+        match std::panic::catch_unwind(result::init) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("cuInit: {e}")),
+            Err(_) => Err(
+                "cuInit: the driver library lacks a required symbol (driver too old for CUDA 13.0)".into(),
+            ),
+        }
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(m) if m.is_empty() => Err(Error::CudaDriverMissing {
+            searched: searched_names(),
+        }),
+        Err(m) => Err(Error::Cuda {
+            op: "init",
+            device: -1,
+            message: m.clone(),
+        }),
+    }
+}
+
+/// Map a driver error into ours.
+pub fn err(op: &'static str, device: i32) -> impl FnOnce(result::DriverError) -> Error {
+    move |e| Error::Cuda {
+        op,
+        device,
+        message: e.to_string(),
+    }
+}
+
+/// Number of visible GPUs.
+pub fn device_count() -> Result<usize> {
+    driver()?;
+    Ok(result::device::get_count().map_err(err("cuDeviceGetCount", -1))? as usize)
+}
+
+/// A device's name.
+pub fn device_name(ordinal: usize) -> Result<String> {
+    driver()?;
+    let d = result::device::get(ordinal as c_int).map_err(err("cuDeviceGet", ordinal as i32))?;
+    result::device::get_name(d).map_err(err("cuDeviceGetName", ordinal as i32))
+}
+
+/// The driver's CUDA version (e.g. 13000).
+pub fn driver_version() -> Result<i32> {
+    driver()?;
+    let mut v: c_int = 0;
+    // SAFETY: out-pointer to a local.
+    unsafe { sys::cuDriverGetVersion(&mut v) }
+        .result()
+        .map_err(err("cuDriverGetVersion", -1))?;
+    Ok(v)
+}
+
+/// Retain the primary context of `ordinal` and make it current on this thread.
+pub fn bind_primary(ordinal: usize) -> Result<sys::CUcontext> {
+    driver()?;
+    let dev = result::device::get(ordinal as c_int).map_err(err("cuDeviceGet", ordinal as i32))?;
+    // SAFETY: `dev` is a valid device handle from cuDeviceGet.
+    let ctx = unsafe { result::primary_ctx::retain(dev) }
+        .map_err(err("cuDevicePrimaryCtxRetain", ordinal as i32))?;
+    // SAFETY: `ctx` was just retained.
+    unsafe { result::ctx::set_current(ctx) }.map_err(err("cuCtxSetCurrent", ordinal as i32))?;
+    Ok(ctx)
+}
+
+/// Load a PTX image (NUL-terminated) in the current context and get its functions.
+pub fn load_module(device: i32, ptx: &str) -> Result<sys::CUmodule> {
+    let c = CString::new(ptx).map_err(|_| Error::ModuleLoad {
+        device,
+        message: "ptx contains a NUL byte".into(),
+    })?;
+    // SAFETY: a NUL-terminated PTX image; the driver copies it.
+    unsafe { result::module::load_data(c.as_ptr() as *const c_void) }.map_err(|e| Error::ModuleLoad {
+        device,
+        message: e.to_string(),
+    })
+}
+
+/// A kernel of a loaded module.
+///
+/// # Safety
+/// `module` must be a module loaded in the current context and not unloaded.
+pub unsafe fn get_function(device: i32, module: sys::CUmodule, name: &str) -> Result<sys::CUfunction> {
+    let c = CString::new(name).expect("kernel names have no NUL");
+    // SAFETY: caller contract.
+    unsafe { result::module::get_function(module, c) }.map_err(|e| Error::ModuleLoad {
+        device,
+        message: format!("kernel {name}: {e}"),
+    })
+}
