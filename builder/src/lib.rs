@@ -104,6 +104,24 @@ pub struct Report {
     pub toolchain: Toolchain,
 }
 
+/// The sm_90 machine code ptxas made from the PTX (loaded by the GPU backend on sm_90
+/// devices, so that no JIT compilation happens at start-up).
+pub const CUBIN_FILE: &str = "oxccl.sm_90.cubin";
+
+/// FNV-1a 64 of the PTX the cubin was assembled from; the host embeds the cubin only when
+/// it matches the PTX it embeds, so a stale cubin is never loaded.
+pub const CUBIN_STAMP_FILE: &str = "oxccl.sm_90.cubin.ptxhash";
+
+/// FNV-1a, 64 bits.
+pub fn fnv1a64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// Builds the device crate and writes `oxccl.ptx` and `oxccl.bc` into `cfg.out_dir`.
 pub fn build(cfg: &Config) -> Result<Report> {
     let toolchain = Toolchain::query(&cfg.workspace)?;
@@ -156,7 +174,11 @@ pub fn check(cfg: &Config) -> Result<Report> {
     };
     let mut report = build(&fresh)?;
     let mut differ = Vec::new();
-    for name in [PTX_FILE, BITCODE_FILE] {
+    let mut names = vec![PTX_FILE, BITCODE_FILE];
+    if matches!(report.ptxas, PtxasReport::Ran { .. }) {
+        names.extend([CUBIN_FILE, CUBIN_STAMP_FILE]);
+    }
+    for name in names {
         let committed = cfg.out_dir.join(name);
         let new = std::fs::read(tmp.path().join(name)).map_err(Error::io(tmp.path().join(name)))?;
         if std::fs::read(&committed).ok().as_deref() != Some(&new[..]) {
@@ -186,7 +208,13 @@ fn run_ptxas(cfg: &Config, ptx: &Path) -> Result<PtxasReport> {
             )))
         }
     };
-    let usages = ptxas::run(&path, ptx, nvptx::TARGET_CPU)?;
+    let cubin = cfg.out_dir.join(CUBIN_FILE);
+    let tmp = cfg.out_dir.join(format!("{CUBIN_FILE}.tmp"));
+    let usages = ptxas::run(&path, ptx, nvptx::TARGET_CPU, &tmp)?;
+    std::fs::rename(&tmp, &cubin).map_err(Error::io(&cubin))?;
+    let ptx_bytes = std::fs::read(ptx).map_err(Error::io(ptx))?;
+    let stamp = cfg.out_dir.join(CUBIN_STAMP_FILE);
+    write_atomic(&stamp, format!("{:016x}\n", fnv1a64(&ptx_bytes)).as_bytes())?;
     let hot: Vec<&str> = cfg.hot_kernels.iter().map(String::as_str).collect();
     ptxas::check_hot(&usages, &hot)?;
     Ok(PtxasReport::Ran { ptxas: path, usages })

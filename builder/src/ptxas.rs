@@ -82,15 +82,14 @@ impl Usage {
     }
 }
 
-/// Assembles `ptx` for `arch` with `-v` (the cubin goes to a temporary folder) and returns
-/// ptxas's report, in its order.
-pub fn run(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<Usage>> {
-    let dir = tempfile::tempdir().map_err(Error::io(std::env::temp_dir()))?;
+/// Assembles `ptx` for `arch` with `-v` into `cubin` and returns ptxas's report, in its
+/// order.
+pub fn run(ptxas: &Path, ptx: &Path, arch: &str, cubin: &Path) -> Result<Vec<Usage>> {
     let out = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
         .arg("-v")
         .arg("-o")
-        .arg(dir.path().join("oxccl.cubin"))
+        .arg(cubin)
         .arg(ptx)
         .output()
         .map_err(Error::io(ptxas))?;

@@ -12,7 +12,7 @@ use rustacuda_core::DeviceCopy;
 pub const ABI_VERSION: u32 = 1;
 
 /// Upper bound on blocks per rank in one collective launch (sizes the sync inboxes).
-pub const MAX_BLOCKS: usize = 32;
+pub const MAX_BLOCKS: usize = 64;
 
 /// Upper bound on ranks of one communicator reachable by loads/stores (one node).
 pub const MAX_LOCAL_RANKS: usize = 64;

@@ -132,7 +132,7 @@ impl Comm {
         }
         let bytes = (count * dtype.size()) as u64;
         let algo = self.choose_algo(bytes);
-        let grid = self.grid(bytes);
+        let grid = self.grid(bytes, dtype);
         let fp = fingerprint(
             COLL_ALL_REDUCE,
             count as u64,
@@ -173,9 +173,9 @@ impl Comm {
     }
 
     /// The launch grid for `bytes` per rank (identical on every rank).
-    pub fn grid(&self, bytes: u64) -> Grid {
+    pub fn grid(&self, bytes: u64, dtype: DataType) -> Grid {
         let b = &self.group.backend;
-        let mut max = b.max_blocks_per_rank(self.group.ranks_per_device);
+        let mut max = b.max_blocks_per_rank(self.group.ranks_per_device, dtype);
         let cap = crate::settings::max_blocks();
         if cap > 0 {
             max = max.min(cap);

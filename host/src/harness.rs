@@ -66,16 +66,18 @@ pub fn check_all_reduce(ranks: &Ranks, case: Case) -> Result<usize> {
     let dt = case.dtype;
     let bytes = case.count * dt.size();
     let op = verify::test_op(dt, case.red);
-    let inputs: Vec<Vec<u8>> = (0..n)
-        .map(|r| {
-            verify::gen_input(
-                dt,
-                case.red,
-                case.count,
-                case.seed.wrapping_mul(1000).wrapping_add(r as u64),
-            )
-        })
-        .collect();
+    let inputs: Vec<Vec<u8>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let seed = case.seed.wrapping_mul(1000).wrapping_add(r as u64);
+                s.spawn(move || verify::gen_input(dt, case.red, case.count, seed))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("input generator thread"))
+            .collect()
+    });
+    let input_refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
     for (r, c) in ranks.comms.iter().enumerate() {
@@ -102,7 +104,7 @@ pub fn check_all_reduce(ranks: &Ranks, case: Case) -> Result<usize> {
     for (r, o) in outs.iter().enumerate() {
         let mut host = vec![0u8; bytes];
         o.download(&mut host)?;
-        verify::check_all_reduce(dt, op, &inputs, &host, case.count)
+        verify::check_all_reduce_par(dt, op, &input_refs, &host, case.count)
             .map_err(|m| Error::Verify(format!("rank {r}: {m}")))?;
         match &first {
             None => first = Some(host),

@@ -149,15 +149,62 @@ fn min_sub(dt: DataType) -> f64 {
 pub fn check_all_reduce(
     dt: DataType,
     op: Op,
-    inputs: &[Vec<u8>],
+    inputs: &[&[u8]],
     out: &[u8],
     count: usize,
 ) -> Result<usize, String> {
+    check_range(dt, op, inputs, out, 0, count)
+}
+
+/// [`check_all_reduce`] on many threads (large buffers).
+pub fn check_all_reduce_par(
+    dt: DataType,
+    op: Op,
+    inputs: &[&[u8]],
+    out: &[u8],
+    count: usize,
+) -> Result<usize, String> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(32);
+    if threads <= 1 || count < 1 << 16 {
+        return check_all_reduce(dt, op, inputs, out, count);
+    }
+    let per = count.div_ceil(threads);
+    let results: Vec<Result<usize, String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (lo, hi) = ((t * per).min(count), ((t + 1) * per).min(count));
+                s.spawn(move || check_range(dt, op, inputs, out, lo, hi))
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("checker thread panicked".into())))
+            .collect()
+    });
+    let errs: Vec<String> = results.into_iter().filter_map(|r| r.err()).collect();
+    if errs.is_empty() {
+        Ok(count)
+    } else {
+        Err(errs.join(" | "))
+    }
+}
+
+fn check_range(
+    dt: DataType,
+    op: Op,
+    inputs: &[&[u8]],
+    out: &[u8],
+    lo: usize,
+    hi: usize,
+) -> Result<usize, String> {
+    let count = hi - lo;
     let n = inputs.len();
     let red = op.red_op();
     let mut bad = Vec::new();
     let mut nbad = 0usize;
-    for i in 0..count {
+    for i in lo..hi {
         let got = get_bits(dt, out, i);
         let ok = if dt.is_float() {
             let xs: Vec<f64> = inputs

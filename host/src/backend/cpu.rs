@@ -227,7 +227,7 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn max_blocks_per_rank(&self, _ranks_per_device: usize) -> u32 {
+    fn max_blocks_per_rank(&self, _ranks_per_device: usize, _dtype: oxccl_device::abi::DataType) -> u32 {
         crate::settings::cpu_blocks()
     }
 

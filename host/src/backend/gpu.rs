@@ -16,6 +16,13 @@ use crate::sys::cuda::{self, err};
 /// The PTX of the device crate, as committed under `ptx/`.
 pub static PTX: &str = include_str!("../../../ptx/oxccl.ptx");
 
+/// The same kernels assembled for sm_90 by the builder (embedded when it matches `PTX`).
+#[cfg(oxccl_cubin)]
+pub static CUBIN_SM90: Option<&[u8]> = Some(include_bytes!("../../../ptx/oxccl.sm_90.cubin"));
+/// No up-to-date cubin at build time: the driver JIT-compiles the PTX.
+#[cfg(not(oxccl_cubin))]
+pub static CUBIN_SM90: Option<&[u8]> = None;
+
 /// Multiprocessors on the device (co-residency budget for concurrent rank kernels).
 const DEFAULT_SMS: u32 = 132;
 
@@ -54,6 +61,8 @@ struct DeviceState {
     ctx: usize,
     all_reduce: HashMap<DataType, usize>,
     sms: u32,
+    /// Blocks of each all-reduce kernel that fit on one SM at once.
+    blocks_per_sm: HashMap<DataType, u32>,
 }
 
 /// The GPU backend.
@@ -106,7 +115,7 @@ impl GpuBackend {
         }
         let ctx = cuda::bind_primary(device)?;
         let t0 = std::time::Instant::now();
-        let module = cuda::load_module(device as i32, PTX)?;
+        let module = load_kernels(device)?;
         tracing::info!(
             device,
             ms = t0.elapsed().as_millis() as u64,
@@ -128,10 +137,25 @@ impl GpuBackend {
         }
         .map(|v| v as u32)
         .unwrap_or(DEFAULT_SMS);
+        let mut blocks_per_sm = HashMap::new();
+        for (&dt, &f) in &all_reduce {
+            // SAFETY: a function of the loaded module.
+            let b = unsafe {
+                result::occupancy::max_active_block_per_multiprocessor(
+                    f as sys::CUfunction,
+                    ALL_REDUCE_BLOCK_THREADS as i32,
+                    0,
+                )
+            }
+            .map_err(err("cuOccupancyMaxActiveBlocksPerMultiprocessor", device as i32))?;
+            blocks_per_sm.insert(dt, b.max(1) as u32);
+        }
+        tracing::info!(target: "oxccl::init", device, sms, ?blocks_per_sm, "all-reduce occupancy");
         let st = Arc::new(DeviceState {
             ctx: ctx as usize,
             all_reduce,
             sms,
+            blocks_per_sm,
         });
         map.insert(device, st.clone());
         Ok(st)
@@ -173,6 +197,34 @@ impl GpuBackend {
         }
         Ok(true)
     }
+}
+
+/// Load the kernels: the embedded sm_90 cubin on compute capability 9.0 (no JIT), else the
+/// PTX (JIT-compiled by the driver, cached in its compute cache).
+fn load_kernels(device: usize) -> Result<sys::CUmodule> {
+    let dev = result::device::get(device as i32).map_err(err("cuDeviceGet", device as i32))?;
+    let cc = |a| {
+        // SAFETY: valid device handle.
+        unsafe { result::device::get_attribute(dev, a) }.unwrap_or(0)
+    };
+    let major = cc(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    let minor = cc(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    if let (Some(cubin), 9, 0) = (CUBIN_SM90, major, minor) {
+        // SAFETY: a complete cubin image embedded at build time; the driver copies it.
+        match unsafe { result::module::load_data(cubin.as_ptr() as *const c_void) } {
+            Ok(m) => {
+                tracing::info!(target: "oxccl::init", device, "loaded the sm_90 cubin");
+                return Ok(m);
+            }
+            Err(e) => {
+                tracing::warn!(target: "oxccl::init", device, "sm_90 cubin rejected ({e}); compiling the ptx")
+            }
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let m = cuda::load_module(device as i32, PTX)?;
+    tracing::info!(target: "oxccl::init", device, ms = t0.elapsed().as_millis() as u64, "compiled the ptx (sm_{major}{minor})");
+    Ok(m)
 }
 
 impl Backend for GpuBackend {
@@ -298,16 +350,20 @@ impl Backend for GpuBackend {
         .map_err(err("cuLaunchKernel(all_reduce)", s.device as i32))
     }
 
-    fn max_blocks_per_rank(&self, ranks_per_device: usize) -> u32 {
+    fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: DataType) -> u32 {
         // Every rank's kernel must be resident at once (they wait on each other): keep the
-        // total at or below the number of SMs, one block per SM being always resident.
-        let sms = self
+        // total at or below what the device holds at once (SMs x blocks per SM).
+        let slots = self
             .devices
             .lock()
             .ok()
-            .and_then(|m| m.values().next().map(|s| s.sms))
+            .and_then(|m| {
+                m.values()
+                    .map(|s| s.sms * s.blocks_per_sm.get(&dtype).copied().unwrap_or(1))
+                    .min()
+            })
             .unwrap_or(DEFAULT_SMS);
-        let per = sms / ranks_per_device.max(1) as u32;
+        let per = slots / ranks_per_device.max(1) as u32;
         per.clamp(1, oxccl_device::abi::MAX_BLOCKS as u32)
     }
 

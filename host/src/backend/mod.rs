@@ -114,9 +114,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn copy_async(&self, stream: &Stream, dst: u64, src: u64, bytes: usize) -> Result<()>;
     /// Enqueue an all-reduce kernel on `stream`.
     fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()>;
-    /// Largest grid (blocks) the all-reduce may use per rank when `ranks_per_device` ranks
-    /// share one device and their kernels must all be resident at once.
-    fn max_blocks_per_rank(&self, ranks_per_device: usize) -> u32;
+    /// Largest grid (blocks) the all-reduce of `dtype` may use per rank when
+    /// `ranks_per_device` ranks share one device and their kernels must all be resident at
+    /// once (they wait on each other).
+    fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: oxccl_device::abi::DataType) -> u32;
     /// Threads per block of the all-reduce.
     fn block_threads(&self) -> u32;
     /// Let devices `a` and `b` access each other's memory; `false` if they cannot.

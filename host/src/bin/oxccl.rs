@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use oxccl::backend::{self, cpu::CpuBackend, gpu::GpuBackend, Backend};
 use oxccl::coll::{algo_name, all_reduce_bus_factor};
 use oxccl::harness::{self, fmt_bytes, parse_size, Case, Ranks, Timing};
@@ -28,6 +28,58 @@ enum BackendArg {
     Cpu,
 }
 
+#[derive(Args)]
+struct CheckArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Rank counts, e.g. 1,2,3,8.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,8")]
+    pub ranks: Vec<usize>,
+    /// Element counts (K/M/G suffixes allowed).
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,7,31,1000,4099,65537")]
+    pub counts: Vec<String>,
+    /// Data types (names as printed by `info`), or all.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub dtypes: Vec<String>,
+    /// Operators, or all.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub ops: Vec<String>,
+    /// Random seed base.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also run each case this many times back to back.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Read `--counts` as bytes per rank (count = bytes / element size, per dtype).
+    #[arg(long)]
+    pub bytes: bool,
+}
+
+#[derive(Args)]
+struct PerfArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    #[arg(long, default_value_t = 8)]
+    pub ranks: usize,
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    #[arg(long, default_value = "sum")]
+    pub op: String,
+    #[arg(long, default_value = "1K")]
+    pub min: String,
+    #[arg(long, default_value = "256M")]
+    pub max: String,
+    /// Multiply the size by this between rows.
+    #[arg(long, default_value_t = 4)]
+    pub step: usize,
+    #[arg(long, default_value_t = 20)]
+    pub iters: usize,
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    #[arg(long)]
+    pub in_place: bool,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// All-reduce on 4 ranks (GPU when there is one, else CPU), checked and timed.
@@ -38,52 +90,9 @@ enum Cmd {
         backend: BackendArg,
     },
     /// Correctness matrix: every dtype x op x rank count x size, in place and out of place.
-    Check {
-        #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-        backend: BackendArg,
-        /// Rank counts, e.g. 1,2,3,8.
-        #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,8")]
-        ranks: Vec<usize>,
-        /// Element counts (K/M/G suffixes allowed).
-        #[arg(long, value_delimiter = ',', default_value = "0,1,2,7,31,1000,4099,65537")]
-        counts: Vec<String>,
-        /// Data types (names as printed by `info`), or all.
-        #[arg(long, value_delimiter = ',', default_value = "all")]
-        dtypes: Vec<String>,
-        /// Operators, or all.
-        #[arg(long, value_delimiter = ',', default_value = "all")]
-        ops: Vec<String>,
-        /// Random seed base.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Also run each case this many times back to back.
-        #[arg(long, default_value_t = 1)]
-        repeat: usize,
-    },
+    Check(CheckArgs),
     /// Bandwidth table (nccl-tests columns) next to a device-to-device copy of the same bytes.
-    Perf {
-        #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-        backend: BackendArg,
-        #[arg(long, default_value_t = 8)]
-        ranks: usize,
-        #[arg(long, default_value = "bf16")]
-        dtype: String,
-        #[arg(long, default_value = "sum")]
-        op: String,
-        #[arg(long, default_value = "1K")]
-        min: String,
-        #[arg(long, default_value = "256M")]
-        max: String,
-        /// Multiply the size by this between rows.
-        #[arg(long, default_value_t = 4)]
-        step: usize,
-        #[arg(long, default_value_t = 20)]
-        iters: usize,
-        #[arg(long, default_value_t = 5)]
-        reps: usize,
-        #[arg(long)]
-        in_place: bool,
-    },
+    Perf(PerfArgs),
     /// Settings, backend and devices.
     Info,
 }
@@ -209,22 +218,16 @@ fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn check(
-    b: BackendArg,
-    ranks: &[usize],
-    counts: &[String],
-    dtypes: &[String],
-    ops: &[String],
-    seed: u64,
-    repeat: usize,
-) -> Result<(), String> {
-    let (backend, desc) = pick_backend(b).map_err(|e| e.to_string())?;
-    let dtypes = parse_dtypes(dtypes)?;
-    let ops = parse_ops(ops)?;
-    let counts: Vec<usize> = counts
+fn check(a: &CheckArgs) -> Result<(), String> {
+    let (backend, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    let dtypes = parse_dtypes(&a.dtypes)?;
+    let ops = parse_ops(&a.ops)?;
+    let counts: Vec<usize> = a
+        .counts
         .iter()
         .map(|c| parse_size(c).ok_or(format!("bad count {c}")))
         .collect::<Result<_, _>>()?;
+    let (ranks, seed, repeat) = (&a.ranks, a.seed, a.repeat);
     println!("oxccl check: all-reduce correctness on the {desc}");
     println!(
         "{:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9}",
@@ -234,8 +237,9 @@ fn check(
     let mut s = seed;
     for &n in ranks {
         let r = make_ranks(&backend, n).map_err(|e| e.to_string())?;
-        for &count in &counts {
+        for &size in &counts {
             for &dt in &dtypes {
+                let count = if a.bytes { size / dt.size() } else { size };
                 let t0 = Instant::now();
                 let (mut cases, mut bad, mut elems) = (0, 0, 0usize);
                 for &red in &ops {
@@ -290,25 +294,15 @@ fn check(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn perf(
-    b: BackendArg,
-    ranks: usize,
-    dtype: &str,
-    op: &str,
-    min: &str,
-    max: &str,
-    step: usize,
-    iters: usize,
-    reps: usize,
-    in_place: bool,
-) -> Result<(), String> {
-    let (backend, desc) = pick_backend(b).map_err(|e| e.to_string())?;
-    let dt = parse_dtypes(&[dtype.to_string()])?[0];
-    let red = parse_ops(&[op.to_string()])?[0];
+fn perf(a: &PerfArgs) -> Result<(), String> {
+    let (backend, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    let dt = parse_dtypes(std::slice::from_ref(&a.dtype))?[0];
+    let red = parse_ops(std::slice::from_ref(&a.op))?[0];
+    let (ranks, step, iters, reps, in_place) = (a.ranks, a.step, a.iters, a.reps, a.in_place);
     let op = verify::test_op(dt, red);
     let (lo, hi) = (
-        parse_size(min).ok_or("bad --min")?,
-        parse_size(max).ok_or("bad --max")?,
+        parse_size(&a.min).ok_or("bad --min")?,
+        parse_size(&a.max).ok_or("bad --max")?,
     );
     let r = make_ranks(&backend, ranks).map_err(|e| e.to_string())?;
     println!("oxccl perf: all-reduce {} {} on {ranks} ranks sharing device 0, {desc}; median of {reps} x {iters} iterations", dt.name(), red.name());
@@ -380,29 +374,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Demo { ranks, backend } => demo(ranks, backend),
-        Cmd::Check {
-            backend,
-            ranks,
-            counts,
-            dtypes,
-            ops,
-            seed,
-            repeat,
-        } => check(backend, &ranks, &counts, &dtypes, &ops, seed, repeat),
-        Cmd::Perf {
-            backend,
-            ranks,
-            dtype,
-            op,
-            min,
-            max,
-            step,
-            iters,
-            reps,
-            in_place,
-        } => perf(
-            backend, ranks, &dtype, &op, &min, &max, step, iters, reps, in_place,
-        ),
+        Cmd::Check(a) => check(&a),
+        Cmd::Perf(a) => perf(&a),
         Cmd::Info => {
             info();
             Ok(())

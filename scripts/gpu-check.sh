@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# GPU check for oxccl, in two halves:
+#
+#   scripts/gpu-check.sh bundle   (on a build machine, no GPU needed)
+#       builds release binaries (the PTX from ptx/ is embedded) into bundle/
+#   scripts/gpu-check.sh run      (on the GPU machine, from the repository root)
+#       runs every GPU test from bundle/ and prints a table; logs go to $OUT (or ./gpu-check-out)
+#
+# The device tool's usage (see benches/results/*.md for recorded runs):
+#   scripts/gpu-check.sh bundle && device run --carry bundle -- scripts/gpu-check.sh run
+#
+# Environment for `run`: QUICK=1 runs a reduced matrix.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-}
+case "$mode" in
+bundle)
+    cargo build --release -p oxccl
+    rm -rf bundle && mkdir -p bundle
+    cp target/release/oxccl bundle/
+    cp ptx/oxccl.ptx bundle/
+    git rev-parse HEAD > bundle/COMMIT 2>/dev/null || echo unknown > bundle/COMMIT
+    git diff --quiet 2>/dev/null || echo "(+ uncommitted changes)" >> bundle/COMMIT
+    echo "bundle/ ready: $(du -sh bundle | cut -f1) ($(cat bundle/COMMIT | tr '\n' ' '))"
+    ;;
+run)
+    out=${OUT:-gpu-check-out}
+    mkdir -p "$out"
+    export NCCL_NVLS_ENABLE=0
+    bin=bundle/oxccl
+    [ -x "$bin" ] || { echo "bundle/oxccl missing: run 'scripts/gpu-check.sh bundle' first and carry bundle/"; exit 2; }
+    status=0
+    step() {
+        local name=$1; shift
+        echo "=== $name: $*"
+        local t0=$(date +%s.%N)
+        if "$@" 2>&1 | tee "$out/$name.log"; then r=ok; else r=FAIL; status=1; fi
+        local t1=$(date +%s.%N)
+        printf "%-12s %-5s %6.1fs\n" "$name" "$r" "$(awk "BEGIN{print $t1 - $t0}")" >> "$out/summary.txt"
+    }
+    : > "$out/summary.txt"
+    echo "commit: $(cat bundle/COMMIT | tr '\n' ' ')" | tee "$out/env.txt"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee -a "$out/env.txt"
+    step info "$bin" info
+    step demo "$bin" demo --backend gpu
+    if [ "${QUICK:-0}" = 1 ]; then
+        step check "$bin" check --backend gpu --ranks 1,2,3,8 --counts 0,1,7,4099,65537
+    else
+        # every dtype x op x in/out of place, ranks 1..8, sizes 0, 1 element, odd and prime
+        step check "$bin" check --backend gpu --ranks 1,2,3,4,5,6,7,8 \
+            --counts 0,1,2,3,7,31,255,1000,4099,65537,1000003
+        # large sizes, every element checked: up to 1 GiB per rank (bytes, per dtype)
+        step check-large "$bin" check --backend gpu --bytes --ranks 8,3 --dtypes bf16,f32,f8e4m3,i32 \
+            --ops sum,max --counts 64M,1G
+        step check-odd "$bin" check --backend gpu --ranks 8,5 --dtypes bf16,f16,f64,u8 --ops sum,avg,premulsum \
+            --counts 33554431,16777259
+    fi
+    step perf-bf16 "$bin" perf --backend gpu --ranks 8 --dtype bf16 --op sum --min 1K --max 1G --step 4
+    step perf-f32 "$bin" perf --backend gpu --ranks 8 --dtype f32 --op sum --min 1K --max 1G --step 4
+    echo "=== summary"
+    cat "$out/summary.txt"
+    exit $status
+    ;;
+*)
+    echo "usage: $0 bundle|run" >&2
+    exit 2
+    ;;
+esac
