@@ -50,6 +50,12 @@ impl ExecCtx {
         self.grid_dim as usize * self.block_dim as usize
     }
 
+    /// Block-wide barrier returning whether `p` held in any thread of the block.
+    #[inline(always)]
+    pub fn sync_threads_or(&self, p: bool) -> bool {
+        arch::sync_threads_or(p)
+    }
+
     /// Block-wide barrier (`bar.sync`); every thread of the block must call it.
     #[inline(always)]
     pub fn sync_threads(&self) {

@@ -20,6 +20,13 @@ pub fn trap() -> ! {
 #[inline(always)]
 pub fn sync_threads() {}
 
+/// Block-wide barrier returning whether `p` was true in any thread: one thread per block
+/// on the host, so `p` itself.
+#[inline(always)]
+pub fn sync_threads_or(p: bool) -> bool {
+    p
+}
+
 /// Nanoseconds since the first call in this process (monotonic), like `%globaltimer`.
 pub fn globaltimer() -> u64 {
     use std::sync::OnceLock;

@@ -55,6 +55,21 @@ pub fn sync_threads() {
     unsafe { asm!("bar.sync 0;", options(nostack)) };
 }
 
+/// `bar.red.or.pred`: block-wide barrier that also returns whether `p` was true in any
+/// thread of the block.
+#[inline(always)]
+pub fn sync_threads_or(p: bool) -> bool {
+    let r: u32;
+    // SAFETY: all threads of the block reach this call (caller contract of kernels).
+    unsafe {
+        asm!(
+            "{{ .reg .pred %pi, %po; setp.ne.u32 %pi, {i}, 0; bar.red.or.pred %po, 0, %pi; selp.u32 {r}, 1, 0, %po; }}",
+            i = in(reg32) p as u32, r = out(reg32) r, options(nostack)
+        )
+    };
+    r != 0
+}
+
 /// `%globaltimer`: nanoseconds, coarse (about 1 µs resolution on Hopper).
 #[inline(always)]
 pub fn globaltimer() -> u64 {

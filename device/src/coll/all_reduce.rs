@@ -26,7 +26,7 @@ use crate::coll::reduce_copy::{reduce_copy, Addrs, Field};
 use crate::exec::ExecCtx;
 use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Reduce, Sum};
 use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, Payload};
-use crate::prims::wait::{has_error, report_error};
+use crate::prims::wait::{failed_before, report_error};
 
 /// The all-reduce kernel body for element type `T` (dispatches on the operator).
 ///
@@ -67,7 +67,7 @@ pub unsafe fn all_reduce<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
 unsafe fn run<T: Elem, O: Reduce<T>>(ctx: &ExecCtx, a: &AllReduceArgs, op: O) {
     let comm = &a.comm;
     let n = comm.nranks;
-    if n == 0 || has_error(comm.error) {
+    if n == 0 || failed_before(comm.error, a.epoch) {
         return;
     }
     arrive(

@@ -85,7 +85,8 @@ pub unsafe fn arrive(ctx: &ExecCtx, comm: &CommArgs, epoch: u64, payload: Option
 }
 
 /// Wait until every peer's block arrived at `epoch`. On abort or timeout the error is
-/// recorded (naming the peer) and `false` is returned by every thread of the block.
+/// recorded (naming the peer) and `false` is returned by every thread of the block (the
+/// answer is this block's own: another block's failure does not change it).
 ///
 /// # Safety
 /// Called by every thread of the block; `comm` must describe valid inboxes and record.
@@ -96,6 +97,7 @@ pub unsafe fn wait(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
         timeout_ns: comm.timeout_ns,
     };
     let my_inbox = inbox_of(comm, comm.rank);
+    let mut failed = false;
     let mut t = ctx.thread;
     while t < comm.nranks {
         let line = line_addr(my_inbox, comm.nranks, ctx.block, t);
@@ -105,11 +107,12 @@ pub unsafe fn wait(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
                 crate::prims::wait::WaitError::Aborted => 0,
             };
             report_error(comm.error, e.code(), comm.rank, t, ctx.block, epoch, last);
+            failed = true;
+            break;
         }
         t += ctx.block_dim;
     }
-    ctx.sync_threads();
-    !crate::prims::wait::has_error(comm.error)
+    !ctx.sync_threads_or(failed)
 }
 
 /// The payload peer `q`'s block published (valid after a successful [`wait`]).

@@ -96,11 +96,31 @@ pub unsafe fn report_error(rec: u64, code: u32, rank: u32, peer: u32, block: u32
     }
 }
 
-/// True once any error was recorded for this rank (sticky, like NCCL's async error).
+/// True if an error was recorded for this rank by an earlier operation, i.e. at an epoch
+/// `<= before` (sticky, like NCCL's async error: a failed communicator does no more work).
+///
+/// Errors of the current operation (epochs `> before`) do not count: every block of a rank
+/// must take part in the current operation's barriers even if a sibling block already
+/// failed in it, or peers would wait for the missing block until their timeout.
 ///
 /// # Safety
 /// `rec` must be a valid, aligned `ErrorRecord` address or 0.
 #[inline]
-pub unsafe fn has_error(rec: u64) -> bool {
-    rec != 0 && arch::load_volatile_u32(rec as *const u32) != 0
+pub unsafe fn failed_before(rec: u64, before: u64) -> bool {
+    if rec == 0 {
+        return false;
+    }
+    let r = rec as *const ErrorRecord;
+    let mut spins = 0u32;
+    loop {
+        match arch::load_acquire_sys_u32(core::ptr::addr_of!((*r).code)) {
+            0 => return false,
+            // Being written by another block of this rank: a few stores away.
+            u32::MAX if spins < 1 << 20 => {
+                spins += 1;
+                arch::spin_backoff(spins);
+            }
+            _ => return arch::load_volatile_u64(core::ptr::addr_of!((*r).epoch)) <= before,
+        }
+    }
 }
