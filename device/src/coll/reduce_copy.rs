@@ -35,6 +35,8 @@ pub struct Addrs {
     pub lines: *const SyncLine,
     /// Which field of those lines.
     pub field: Field,
+    /// Byte offset added to every address read from `lines` (already added in `first`).
+    pub offset: u64,
 }
 
 impl Addrs {
@@ -47,6 +49,7 @@ impl Addrs {
             n: 1,
             lines: core::ptr::null(),
             field: Field::Recv,
+            offset: 0,
         }
     }
 
@@ -56,11 +59,21 @@ impl Addrs {
     /// `lines` must point to `n` published lines.
     #[inline(always)]
     pub unsafe fn from_lines(lines: *const SyncLine, n: u32, field: Field) -> Self {
+        Self::from_lines_at(lines, n, field, 0)
+    }
+
+    /// As [`Addrs::from_lines`], every address advanced by `offset` bytes (the same block
+    /// of every rank's buffer, e.g. block `r` of a reduce-scatter's inputs).
+    ///
+    /// # Safety
+    /// `lines` must point to `n` published lines.
+    #[inline(always)]
+    pub unsafe fn from_lines_at(lines: *const SyncLine, n: u32, field: Field, offset: u64) -> Self {
         let mut first = [0; FAN];
         let mut q = 0;
         while q < FAN {
             if (q as u32) < n {
-                first[q] = Self::read(lines, q as u32, field);
+                first[q] = Self::read(lines, q as u32, field) + offset;
             }
             q += 1;
         }
@@ -69,7 +82,14 @@ impl Addrs {
             n,
             lines,
             field,
+            offset,
         }
+    }
+
+    /// Address `i >= FAN`, read from the lines.
+    #[inline(always)]
+    unsafe fn far(&self, i: u32) -> u64 {
+        Self::read(self.lines, i, self.field) + self.offset
     }
 
     #[inline(always)]
@@ -94,7 +114,7 @@ impl Addrs {
         }
         let mut i = if from > FAN as u32 { from } else { FAN as u32 };
         while i < self.n {
-            f(Self::read(self.lines, i, self.field));
+            f(self.far(i));
             i += 1;
         }
     }
@@ -182,7 +202,7 @@ unsafe fn reduce_vector<T: Elem, O: Reduce<T>>(op: &O, srcs: &Addrs, off: u64) -
     // Ranks beyond the first FAN, one at a time (rare: more than FAN ranks on one node).
     let mut q = FAN as u32;
     while q < srcs.n {
-        let w = arch::load_v4((Addrs::read(srcs.lines, q, srcs.field) + off) as *const [u32; 4]);
+        let w = arch::load_v4((srcs.far(q) + off) as *const [u32; 4]);
         let mut l = 0;
         while l < nl {
             acc[l] = op.combine(acc[l], get_lane(&w, l));
