@@ -10,6 +10,7 @@
 //! reported through [`Comm::async_error`].
 
 pub mod backend;
+pub mod bootstrap;
 pub mod buffer;
 pub mod coll;
 pub mod comm;

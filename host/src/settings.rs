@@ -32,6 +32,16 @@ pub const SETTINGS: &[Setting] = &[
         help: "device wait timeout in milliseconds: a rank that does not reach a collective turns into an error naming it (0 = wait forever)",
     },
     Setting {
+        name: "OXCCL_BOOTSTRAP_TIMEOUT_MS",
+        default: "120000",
+        help: "bootstrap (rendezvous, all-gather, barrier, control messages) timeout in milliseconds; 0 = none",
+    },
+    Setting {
+        name: "NCCL_SOCKET_IFNAME",
+        default: "",
+        help: "interfaces for bootstrap sockets: prefixes, `=name` for exact, `^` to exclude (default: first non-loopback)",
+    },
+    Setting {
         name: "NCCL_ALGO",
         default: "auto",
         help: "all-reduce algorithm: auto, oneshot, or twoshot",
