@@ -252,6 +252,40 @@ pub struct AllReduceArgs {
     pub fingerprint: u64,
 }
 
+/// Arguments of the broadcast, reduce, all-gather and reduce-scatter kernels, passed by
+/// value. One layout for the four: `coll` says which one runs.
+///
+/// Layout (byte offsets): header 0, comm 8, send 56, recv 64, count 72, dtype 80, op 84,
+/// coll 88, root 92, epoch 96, scalar 104, fingerprint 112; 120 bytes, 8-byte aligned (no
+/// padding needed).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CollArgs {
+    pub header: Header,
+    pub comm: CommArgs,
+    /// This rank's input and output addresses (see each collective for in-place forms).
+    pub send: u64,
+    pub recv: u64,
+    /// Elements, as NCCL's API counts them: broadcast and reduce `count`, all-gather
+    /// `sendcount` (the output holds `nranks * count`), reduce-scatter `recvcount` (the input
+    /// holds `nranks * count`).
+    pub count: u64,
+    /// [`DataType`] value.
+    pub dtype: u32,
+    /// [`RedOp`] value (reduce and reduce-scatter; 0 for the others).
+    pub op: u32,
+    /// `COLL_*` id: which collective.
+    pub coll: u32,
+    /// Root rank (broadcast and reduce; 0 for the others).
+    pub root: u32,
+    /// Barrier epoch base: entry barrier at `epoch + 1`, exit at `epoch + 2`.
+    pub epoch: u64,
+    /// PreMulSum scalar: the little-endian bytes of one element of `dtype`.
+    pub scalar: u64,
+    /// Must be equal on all ranks: [`coll_fingerprint`] of (coll, count, dtype, op, root).
+    pub fingerprint: u64,
+}
+
 const _: () = {
     use core::mem::{align_of, size_of};
     assert!(size_of::<Header>() == 8);
@@ -259,6 +293,7 @@ const _: () = {
     assert!(size_of::<SyncLine>() == 32 && align_of::<SyncLine>() == 32);
     assert!(size_of::<ErrorRecord>() == 32);
     assert!(size_of::<AllReduceArgs>() == 120 && align_of::<AllReduceArgs>() == 8);
+    assert!(size_of::<CollArgs>() == 120 && align_of::<CollArgs>() == 8);
 };
 
 // SAFETY: plain-old-data structs of integers, valid for any bit pattern, no pointers that
@@ -272,6 +307,8 @@ unsafe impl DeviceCopy for SyncLine {}
 unsafe impl DeviceCopy for ErrorRecord {}
 // SAFETY: as above.
 unsafe impl DeviceCopy for AllReduceArgs {}
+// SAFETY: as above.
+unsafe impl DeviceCopy for CollArgs {}
 
 /// Fingerprint of a collective call: equal on every rank for matching calls.
 pub const fn fingerprint(coll: u32, count: u64, dtype: u32, op: u32, algo: u32) -> u64 {
@@ -291,5 +328,20 @@ pub const fn fingerprint(coll: u32, count: u64, dtype: u32, op: u32, algo: u32) 
     h | 1
 }
 
-/// Collective ids used in fingerprints.
+/// Fingerprint of a call of one of the [`CollArgs`] collectives: the root takes the place of
+/// the all-reduce's algorithm (the collective ids differ, so the two never collide by
+/// construction).
+pub const fn coll_fingerprint(coll: u32, count: u64, dtype: u32, op: u32, root: u32) -> u64 {
+    fingerprint(coll, count, dtype, op, root)
+}
+
+/// Collective ids used in fingerprints (and [`CollArgs::coll`]).
 pub const COLL_ALL_REDUCE: u32 = 1;
+/// Broadcast: root's input to every rank's output.
+pub const COLL_BROADCAST: u32 = 2;
+/// Reduce: the reduction of every rank's input into root's output.
+pub const COLL_REDUCE: u32 = 3;
+/// All-gather: every rank's input, concatenated in rank order, into every rank's output.
+pub const COLL_ALL_GATHER: u32 = 4;
+/// Reduce-scatter: block `r` of the reduction of every rank's input into rank `r`'s output.
+pub const COLL_REDUCE_SCATTER: u32 = 5;

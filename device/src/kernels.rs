@@ -1,13 +1,16 @@
 //! Kernel entry points: thin `extern "ptx-kernel"` wrappers on the GPU, and the same
 //! dispatch as plain functions for the CPU backend.
 
-use crate::abi::{AllReduceArgs, DataType};
+use crate::abi::{
+    AllReduceArgs, CollArgs, DataType, COLL_ALL_GATHER, COLL_BROADCAST, COLL_REDUCE, COLL_REDUCE_SCATTER,
+};
 use crate::coll::all_reduce::all_reduce;
+use crate::coll::lsa::{copy_coll, reduce_coll};
 use crate::exec::ExecCtx;
 use crate::ops::{Bf16, F16, F8E4M3, F8E5M2};
 
-/// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas).
-pub const HOT_KERNELS: &[&str] = &[
+/// PTX entry names of the all-reduce kernels, indexed by [`DataType`] value.
+pub const ALL_REDUCE_KERNELS: [&str; 12] = [
     "oxccl_all_reduce_i8",
     "oxccl_all_reduce_u8",
     "oxccl_all_reduce_i32",
@@ -22,12 +25,78 @@ pub const HOT_KERNELS: &[&str] = &[
     "oxccl_all_reduce_f8e5m2",
 ];
 
+/// PTX entry name of the broadcast and all-gather kernel (a byte copy, any data type).
+pub const COPY_COLL_KERNEL: &str = "oxccl_copy_coll";
+
+/// PTX entry names of the reduce and reduce-scatter kernels, indexed by [`DataType`] value.
+pub const REDUCE_COLL_KERNELS: [&str; 12] = [
+    "oxccl_reduce_coll_i8",
+    "oxccl_reduce_coll_u8",
+    "oxccl_reduce_coll_i32",
+    "oxccl_reduce_coll_u32",
+    "oxccl_reduce_coll_i64",
+    "oxccl_reduce_coll_u64",
+    "oxccl_reduce_coll_f16",
+    "oxccl_reduce_coll_f32",
+    "oxccl_reduce_coll_f64",
+    "oxccl_reduce_coll_bf16",
+    "oxccl_reduce_coll_f8e4m3",
+    "oxccl_reduce_coll_f8e5m2",
+];
+
+/// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas): every
+/// kernel above.
+pub const HOT_KERNELS: &[&str] = &{
+    let mut all = [""; 25];
+    let mut i = 0;
+    while i < 12 {
+        all[i] = ALL_REDUCE_KERNELS[i];
+        all[12 + i] = REDUCE_COLL_KERNELS[i];
+        i += 1;
+    }
+    all[24] = COPY_COLL_KERNEL;
+    all
+};
+
 /// Threads per block the all-reduce kernels are launched with on the GPU.
 pub const ALL_REDUCE_BLOCK_THREADS: u32 = 256;
 
 /// PTX entry name of the all-reduce kernel for `dtype`.
 pub fn all_reduce_kernel_name(dtype: DataType) -> &'static str {
-    HOT_KERNELS[dtype as usize]
+    ALL_REDUCE_KERNELS[dtype as usize]
+}
+
+/// Which kernel runs a [`CollArgs`] collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CollKernel {
+    /// Broadcast and all-gather: [`COPY_COLL_KERNEL`].
+    Copy,
+    /// Reduce and reduce-scatter of one data type: [`REDUCE_COLL_KERNELS`].
+    Reduce(DataType),
+}
+
+impl CollKernel {
+    /// The kernel for collective `coll` (a `COLL_*` id other than the all-reduce) on `dtype`.
+    pub fn of(coll: u32, dtype: DataType) -> Option<Self> {
+        match coll {
+            COLL_BROADCAST | COLL_ALL_GATHER => Some(CollKernel::Copy),
+            COLL_REDUCE | COLL_REDUCE_SCATTER => Some(CollKernel::Reduce(dtype)),
+            _ => None,
+        }
+    }
+
+    /// The PTX entry name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollKernel::Copy => COPY_COLL_KERNEL,
+            CollKernel::Reduce(dt) => REDUCE_COLL_KERNELS[dt as usize],
+        }
+    }
+
+    /// Every kernel of this kind.
+    pub fn all() -> impl Iterator<Item = CollKernel> {
+        core::iter::once(CollKernel::Copy).chain(DataType::ALL.into_iter().map(CollKernel::Reduce))
+    }
 }
 
 /// Runs the all-reduce kernel body for `args.dtype` (the CPU backend's entry point).
@@ -48,6 +117,34 @@ pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
         Some(DataType::Bf16) => all_reduce::<Bf16>(ctx, args),
         Some(DataType::F8E4M3) => all_reduce::<F8E4M3>(ctx, args),
         Some(DataType::F8E5M2) => all_reduce::<F8E5M2>(ctx, args),
+        None => {}
+    }
+}
+
+/// Runs the kernel body of a [`CollArgs`] collective (the CPU backend's entry point): the
+/// copy kernel's for broadcast and all-gather, the reduce kernel's of `args.dtype` for
+/// reduce and reduce-scatter.
+///
+/// # Safety
+/// As [`copy_coll`]; `ctx` must be one block of the grid every rank launched.
+pub unsafe fn coll_dispatch(ctx: &ExecCtx, args: &CollArgs) {
+    let Some(dt) = DataType::from_u32(args.dtype) else {
+        return;
+    };
+    match CollKernel::of(args.coll, dt) {
+        Some(CollKernel::Copy) => copy_coll(ctx, args),
+        Some(CollKernel::Reduce(DataType::I8)) => reduce_coll::<i8>(ctx, args),
+        Some(CollKernel::Reduce(DataType::U8)) => reduce_coll::<u8>(ctx, args),
+        Some(CollKernel::Reduce(DataType::I32)) => reduce_coll::<i32>(ctx, args),
+        Some(CollKernel::Reduce(DataType::U32)) => reduce_coll::<u32>(ctx, args),
+        Some(CollKernel::Reduce(DataType::I64)) => reduce_coll::<i64>(ctx, args),
+        Some(CollKernel::Reduce(DataType::U64)) => reduce_coll::<u64>(ctx, args),
+        Some(CollKernel::Reduce(DataType::F16)) => reduce_coll::<F16>(ctx, args),
+        Some(CollKernel::Reduce(DataType::F32)) => reduce_coll::<f32>(ctx, args),
+        Some(CollKernel::Reduce(DataType::F64)) => reduce_coll::<f64>(ctx, args),
+        Some(CollKernel::Reduce(DataType::Bf16)) => reduce_coll::<Bf16>(ctx, args),
+        Some(CollKernel::Reduce(DataType::F8E4M3)) => reduce_coll::<F8E4M3>(ctx, args),
+        Some(CollKernel::Reduce(DataType::F8E5M2)) => reduce_coll::<F8E5M2>(ctx, args),
         None => {}
     }
 }
@@ -78,4 +175,34 @@ mod gpu {
     all_reduce_kernel!(oxccl_all_reduce_bf16, Bf16);
     all_reduce_kernel!(oxccl_all_reduce_f8e4m3, F8E4M3);
     all_reduce_kernel!(oxccl_all_reduce_f8e5m2, F8E5M2);
+
+    /// Broadcast and all-gather kernel entry (a byte copy; the collective is a run-time
+    /// argument).
+    #[no_mangle]
+    pub unsafe extern "ptx-kernel" fn oxccl_copy_coll(args: CollArgs) {
+        copy_coll(&ExecCtx::current(), &args)
+    }
+
+    macro_rules! reduce_coll_kernel {
+        ($name:ident, $t:ty) => {
+            /// Reduce and reduce-scatter kernel entry (one per data type; the collective
+            /// and the operator are run-time arguments).
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name(args: CollArgs) {
+                reduce_coll::<$t>(&ExecCtx::current(), &args)
+            }
+        };
+    }
+    reduce_coll_kernel!(oxccl_reduce_coll_i8, i8);
+    reduce_coll_kernel!(oxccl_reduce_coll_u8, u8);
+    reduce_coll_kernel!(oxccl_reduce_coll_i32, i32);
+    reduce_coll_kernel!(oxccl_reduce_coll_u32, u32);
+    reduce_coll_kernel!(oxccl_reduce_coll_i64, i64);
+    reduce_coll_kernel!(oxccl_reduce_coll_u64, u64);
+    reduce_coll_kernel!(oxccl_reduce_coll_f16, F16);
+    reduce_coll_kernel!(oxccl_reduce_coll_f32, f32);
+    reduce_coll_kernel!(oxccl_reduce_coll_f64, f64);
+    reduce_coll_kernel!(oxccl_reduce_coll_bf16, Bf16);
+    reduce_coll_kernel!(oxccl_reduce_coll_f8e4m3, F8E4M3);
+    reduce_coll_kernel!(oxccl_reduce_coll_f8e5m2, F8E5M2);
 }

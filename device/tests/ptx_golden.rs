@@ -108,4 +108,10 @@ fn all_reduce_kernels_use_the_protocol_instructions() {
         !ptx.contains("core::sync::atomic"),
         "core atomics must not reach the device code"
     );
+    // A device panic traps the kernel and leaves the peers waiting for their timeout;
+    // kernels must have no panic paths (division by a rank count, bounds checks).
+    assert!(
+        !ptx.contains("panicking"),
+        "a kernel has a panic path (core::panicking is called)"
+    );
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::backend::Backend;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A device allocation (host memory on the CPU backend).
 pub struct DeviceBuffer {
@@ -61,24 +61,26 @@ impl DeviceBuffer {
 
     /// Copy `src` to the start of the buffer (synchronous; no kernel may use the buffer).
     pub fn upload(&mut self, src: &[u8]) -> Result<()> {
-        assert!(
-            src.len() <= self.bytes,
-            "upload of {} bytes into a {}-byte buffer",
-            src.len(),
-            self.bytes
-        );
+        self.fits("upload", src.len())?;
         self.backend.upload(self.device, self.ptr, src)
     }
 
     /// Copy the start of the buffer into `dst` (synchronous).
     pub fn download(&self, dst: &mut [u8]) -> Result<()> {
-        assert!(
-            dst.len() <= self.bytes,
-            "download of {} bytes from a {}-byte buffer",
-            dst.len(),
-            self.bytes
-        );
+        self.fits("download", dst.len())?;
         self.backend.download(self.device, dst, self.ptr)
+    }
+
+    fn fits(&self, op: &'static str, len: usize) -> Result<()> {
+        if len > self.bytes {
+            return Err(Error::BufferTooSmall {
+                op,
+                len,
+                capacity: self.bytes,
+                device: self.device,
+            });
+        }
+        Ok(())
     }
 
     /// Fill every byte with `v` (synchronous).

@@ -6,8 +6,9 @@
 //! `oxccl_device::prims::barrier`) on that rank's device, a table of the inbox addresses
 //! per rank, an error record per rank, and one abort flag in mapped host memory.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use oxccl_device::abi::{CommArgs, ErrorRecord, Header, ERR_ABORTED, ERR_MISMATCH, ERR_NONE, ERR_TIMEOUT};
 use oxccl_device::prims::barrier::inbox_bytes;
@@ -72,7 +73,13 @@ pub struct Comm {
     nranks: u32,
     /// Barrier epochs used so far (2 per collective).
     pub(crate) epoch: AtomicU64,
+    /// The last [`OPS_REMEMBERED`] operations launched: (epoch base, name), so that a device
+    /// error (which carries its epoch) names the operation that failed.
+    ops: Mutex<VecDeque<(u64, &'static str)>>,
 }
+
+/// How many launched operations a [`Comm`] remembers for error messages.
+const OPS_REMEMBERED: usize = 64;
 
 impl std::fmt::Debug for Comm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -178,6 +185,7 @@ impl Comm {
                 rank: rank as u32,
                 nranks: n as u32,
                 epoch: AtomicU64::new(0),
+                ops: Mutex::new(VecDeque::with_capacity(OPS_REMEMBERED)),
             })
             .collect())
     }
@@ -205,6 +213,27 @@ impl Comm {
     /// A new stream on this rank's device.
     pub fn create_stream(&self) -> Result<Stream> {
         self.group.backend.create_stream(self.device())
+    }
+
+    /// Reserve the two barrier epochs of a new operation named `op`; returns the epoch base
+    /// (its barriers use `base + 1` and `base + 2`).
+    pub(crate) fn next_epoch(&self, op: &'static str) -> u64 {
+        let base = self.epoch.fetch_add(2, Ordering::Relaxed);
+        let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        if ops.len() == OPS_REMEMBERED {
+            ops.pop_front();
+        }
+        ops.push_back((base, op));
+        base
+    }
+
+    /// The name of the operation whose barriers use `epoch` ("collective" if forgotten).
+    fn op_at(&self, epoch: u64) -> &'static str {
+        let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        ops.iter()
+            .rev()
+            .find(|(base, _)| epoch > *base && epoch <= base + 2)
+            .map_or("collective", |o| o.1)
     }
 
     /// The kernel-side view of this rank.
@@ -247,7 +276,7 @@ impl Comm {
             epoch: u64_at(16),
             detail: u64_at(24),
         };
-        let op = "all_reduce";
+        let op = self.op_at(rec.epoch);
         match rec.code {
             ERR_NONE => Ok(()),
             ERR_TIMEOUT => Err(Error::Timeout {

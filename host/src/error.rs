@@ -87,6 +87,15 @@ pub enum Error {
         message: String,
     },
 
+    /// A host copy larger than the device buffer.
+    #[error("{op} of {len} bytes does not fit a {capacity}-byte buffer on device {device}")]
+    BufferTooSmall {
+        op: &'static str,
+        len: usize,
+        capacity: usize,
+        device: usize,
+    },
+
     /// A verification against the host reference failed.
     #[error("verification failed: {0}")]
     Verify(String),

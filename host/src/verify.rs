@@ -144,6 +144,71 @@ fn min_sub(dt: DataType) -> f64 {
     }
 }
 
+/// The reference for one element of a reduction: the expected value of `op` over the ranks'
+/// input elements, and whether a result is close enough to it (floats: within a tolerance
+/// from the accumulation precision and the output rounding; integers: exactly).
+#[derive(Clone, Copy, Debug)]
+pub struct Reducer {
+    dt: DataType,
+    op: Op,
+}
+
+impl Reducer {
+    /// The reference of `op` on elements of type `dt`.
+    pub fn new(dt: DataType, op: Op) -> Self {
+        Reducer { dt, op }
+    }
+
+    /// Whether `got` (an element's bits) is a correct reduction of `xs` (one input element's
+    /// bits per rank, in rank order).
+    pub fn accepts(&self, xs: &[u64], got: u64) -> bool {
+        let (dt, op, n) = (self.dt, self.op, xs.len());
+        let red = op.red_op();
+        if dt.is_float() {
+            let xs = xs.iter().map(|&b| decode_f64(dt, b));
+            let s = match op {
+                Op::PreMulSum { scalar_bits } => decode_f64(dt, scalar_bits),
+                _ => 1.0,
+            };
+            let (want, mag) = match red {
+                RedOp::Sum => xs.fold((0.0, 0.0), |(w, m), x| (w + x, m + x.abs())),
+                RedOp::Avg => {
+                    let (w, m) = xs.fold((0.0, 0.0), |(w, m), x| (w + x, m + x.abs()));
+                    (w / n as f64, m / n as f64)
+                }
+                RedOp::PreMulSum => xs.fold((0.0, 0.0), |(w, m), x| (w + s * x, m + (s * x).abs())),
+                RedOp::Prod => {
+                    let p = xs.product::<f64>();
+                    (p, p.abs())
+                }
+                RedOp::Min => (xs.fold(f64::INFINITY, f64::min), 0.0),
+                RedOp::Max => (xs.fold(f64::NEG_INFINITY, f64::max), 0.0),
+            };
+            let want = want.clamp(-max_finite(dt), max_finite(dt));
+            let g = decode_f64(dt, got);
+            let (m_out, m_acc) = precision(dt);
+            let tol =
+                2f64.powi(-m_out) * want.abs() + (n as f64 + 1.0) * 2f64.powi(-m_acc) * mag + min_sub(dt);
+            g.is_finite() && (g - want).abs() <= tol
+        } else {
+            let xs = xs.iter().map(|&b| int_value(dt, b));
+            let s = match op {
+                Op::PreMulSum { scalar_bits } => int_value(dt, scalar_bits),
+                _ => 1,
+            };
+            let want = match red {
+                RedOp::Sum => wrap(dt, xs.sum()),
+                RedOp::Avg => wrap(dt, xs.sum()) / n as i128,
+                RedOp::PreMulSum => wrap(dt, xs.map(|x| wrap(dt, s * x)).sum()),
+                RedOp::Prod => xs.fold(1i128, |a, x| wrap(dt, a.wrapping_mul(x))),
+                RedOp::Min => xs.min().unwrap_or(0),
+                RedOp::Max => xs.max().unwrap_or(0),
+            };
+            int_value(dt, got) == want
+        }
+    }
+}
+
 /// Compare `out` with the reduction of `inputs` element by element. Returns the number of
 /// elements checked, or a description of the first mismatches.
 pub fn check_all_reduce(
@@ -153,7 +218,7 @@ pub fn check_all_reduce(
     out: &[u8],
     count: usize,
 ) -> Result<usize, String> {
-    check_range(dt, op, inputs, out, 0, count)
+    check_reduction(dt, op, inputs, 0, out, 0, count)
 }
 
 /// [`check_all_reduce`] on many threads (large buffers).
@@ -164,19 +229,34 @@ pub fn check_all_reduce_par(
     out: &[u8],
     count: usize,
 ) -> Result<usize, String> {
+    check_reduction_par(dt, op, inputs, 0, out, 0, count)
+}
+
+/// Compare elements `out_at..out_at + count` of `out` with the reduction of elements
+/// `in_at..in_at + count` of `inputs` (reduce: both 0; reduce-scatter: the rank's block of
+/// the inputs), on many threads for large counts. Returns the number of elements checked.
+pub fn check_reduction_par(
+    dt: DataType,
+    op: Op,
+    inputs: &[&[u8]],
+    in_at: usize,
+    out: &[u8],
+    out_at: usize,
+    count: usize,
+) -> Result<usize, String> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(32);
     if threads <= 1 || count < 1 << 16 {
-        return check_all_reduce(dt, op, inputs, out, count);
+        return check_reduction(dt, op, inputs, in_at, out, out_at, count);
     }
     let per = count.div_ceil(threads);
     let results: Vec<Result<usize, String>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
                 let (lo, hi) = ((t * per).min(count), ((t + 1) * per).min(count));
-                s.spawn(move || check_range(dt, op, inputs, out, lo, hi))
+                s.spawn(move || check_reduction(dt, op, inputs, in_at + lo, out, out_at + lo, hi - lo))
             })
             .collect();
         hs.into_iter()
@@ -191,78 +271,32 @@ pub fn check_all_reduce_par(
     }
 }
 
-fn check_range(
+/// [`check_reduction_par`] on the calling thread.
+pub fn check_reduction(
     dt: DataType,
     op: Op,
     inputs: &[&[u8]],
+    in_at: usize,
     out: &[u8],
-    lo: usize,
-    hi: usize,
+    out_at: usize,
+    count: usize,
 ) -> Result<usize, String> {
-    let count = hi - lo;
     let n = inputs.len();
-    let red = op.red_op();
+    let reducer = Reducer::new(dt, op);
+    let mut xs = Vec::with_capacity(n);
     let mut bad = Vec::new();
     let mut nbad = 0usize;
-    for i in lo..hi {
-        let got = get_bits(dt, out, i);
-        let ok = if dt.is_float() {
-            let xs: Vec<f64> = inputs
-                .iter()
-                .map(|b| decode_f64(dt, get_bits(dt, b, i)))
-                .collect();
-            let s = match op {
-                Op::PreMulSum { scalar_bits } => decode_f64(dt, scalar_bits),
-                _ => 1.0,
-            };
-            let (want, mag) = match red {
-                RedOp::Sum => (xs.iter().sum::<f64>(), xs.iter().map(|x| x.abs()).sum::<f64>()),
-                RedOp::Avg => (
-                    xs.iter().sum::<f64>() / n as f64,
-                    xs.iter().map(|x| x.abs()).sum::<f64>() / n as f64,
-                ),
-                RedOp::PreMulSum => (
-                    xs.iter().map(|x| s * x).sum::<f64>(),
-                    xs.iter().map(|x| (s * x).abs()).sum::<f64>(),
-                ),
-                RedOp::Prod => {
-                    let p = xs.iter().product::<f64>();
-                    (p, p.abs())
-                }
-                RedOp::Min => (xs.iter().cloned().fold(f64::INFINITY, f64::min), 0.0),
-                RedOp::Max => (xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max), 0.0),
-            };
-            let want = want.clamp(-max_finite(dt), max_finite(dt));
-            let g = decode_f64(dt, got);
-            let (m_out, m_acc) = precision(dt);
-            let tol =
-                2f64.powi(-m_out) * want.abs() + (n as f64 + 1.0) * 2f64.powi(-m_acc) * mag + min_sub(dt);
-            g.is_finite() && (g - want).abs() <= tol
-        } else {
-            let xs: Vec<i128> = inputs.iter().map(|b| int_value(dt, get_bits(dt, b, i))).collect();
-            let s = match op {
-                Op::PreMulSum { scalar_bits } => int_value(dt, scalar_bits),
-                _ => 1,
-            };
-            let want = match red {
-                RedOp::Sum => wrap(dt, xs.iter().sum()),
-                RedOp::Avg => wrap(dt, xs.iter().sum()) / n as i128,
-                RedOp::PreMulSum => wrap(dt, xs.iter().map(|x| wrap(dt, s * x)).sum()),
-                RedOp::Prod => xs.iter().fold(1i128, |a, x| wrap(dt, a.wrapping_mul(*x))),
-                RedOp::Min => *xs.iter().min().unwrap(),
-                RedOp::Max => *xs.iter().max().unwrap(),
-            };
-            int_value(dt, got) == want
-        };
-        if !ok {
+    for k in 0..count {
+        let (i, o) = (in_at + k, out_at + k);
+        let got = get_bits(dt, out, o);
+        xs.clear();
+        xs.extend(inputs.iter().map(|b| get_bits(dt, b, i)));
+        if !reducer.accepts(&xs, got) {
             nbad += 1;
             if bad.len() < 5 {
-                let inp: Vec<String> = inputs
-                    .iter()
-                    .map(|b| format!("{:#x}", get_bits(dt, b, i)))
-                    .collect();
+                let inp: Vec<String> = xs.iter().map(|x| format!("{x:#x}")).collect();
                 bad.push(format!(
-                    "[{i}] got {got:#x} ({}) from inputs {}",
+                    "[{o}] got {got:#x} ({}) from inputs [{i}] {}",
                     decode_f64(dt, got),
                     inp.join(",")
                 ));
@@ -275,8 +309,40 @@ fn check_range(
         Err(format!(
             "{nbad} of {count} elements wrong ({} {} on {n} ranks); first: {}",
             dt.name(),
-            red.name(),
+            op.red_op().name(),
             bad.join("; ")
         ))
     }
+}
+
+/// Compare `got` with `want` bit for bit, element by element (copies: broadcast,
+/// all-gather; and untouched buffers). `what` names the buffer in the message.
+pub fn check_equal(dt: DataType, what: &str, want: &[u8], got: &[u8]) -> Result<usize, String> {
+    let count = want.len() / dt.size();
+    if got.len() != want.len() {
+        return Err(format!("{what}: {} bytes, expected {}", got.len(), want.len()));
+    }
+    if got == want {
+        return Ok(count);
+    }
+    let wrong: Vec<usize> = (0..count)
+        .filter(|&i| get_bits(dt, got, i) != get_bits(dt, want, i))
+        .collect();
+    let first: Vec<String> = wrong
+        .iter()
+        .take(5)
+        .map(|&i| {
+            format!(
+                "[{i}] got {:#x}, expected {:#x}",
+                get_bits(dt, got, i),
+                get_bits(dt, want, i)
+            )
+        })
+        .collect();
+    Err(format!(
+        "{what}: {} of {count} {} elements wrong; first: {}",
+        wrong.len(),
+        dt.name(),
+        first.join("; ")
+    ))
 }

@@ -10,11 +10,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Instant;
 
-use oxccl_device::abi::AllReduceArgs;
+use oxccl_device::abi::{AllReduceArgs, CollArgs};
 use oxccl_device::exec::ExecCtx;
-use oxccl_device::kernels::all_reduce_dispatch;
+use oxccl_device::kernels::{all_reduce_dispatch, coll_dispatch};
 
-use super::{Backend, BackendKind, Event, Grid, MappedMem, Stream};
+use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
 use crate::error::{Error, Result};
 
 /// Logical devices the CPU backend offers (any index below is accepted).
@@ -228,6 +228,25 @@ impl Backend for CpuBackend {
     }
 
     fn max_blocks_per_rank(&self, _ranks_per_device: usize, _dtype: oxccl_device::abi::DataType) -> u32 {
+        crate::settings::cpu_blocks()
+    }
+
+    fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()> {
+        let args = *args;
+        let op = crate::coll::coll_name(args.coll);
+        debug_assert!(oxccl_device::abi::DataType::from_u32(args.dtype)
+            .and_then(|dt| CollKernel::of(args.coll, dt))
+            .is_some_and(|k| k == kernel));
+        cpu_stream(stream).enqueue(Box::new(move || {
+            run_grid(grid, op, args.comm.rank, move |ctx| {
+                // SAFETY: the communicator built `args` from live buffers and inboxes.
+                unsafe { coll_dispatch(ctx, &args) }
+            })
+        }));
+        Ok(())
+    }
+
+    fn max_coll_blocks_per_rank(&self, _ranks_per_device: usize, _kernel: CollKernel) -> u32 {
         crate::settings::cpu_blocks()
     }
 

@@ -6,10 +6,10 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
-use oxccl_device::abi::{AllReduceArgs, DataType};
+use oxccl_device::abi::{AllReduceArgs, CollArgs, DataType};
 use oxccl_device::kernels::{all_reduce_kernel_name, ALL_REDUCE_BLOCK_THREADS};
 
-use super::{Backend, BackendKind, Event, Grid, MappedMem, Stream};
+use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
 use crate::error::{Error, Result};
 use crate::sys::cuda::{self, err};
 
@@ -63,6 +63,8 @@ struct DeviceState {
     sms: u32,
     /// Blocks of each all-reduce kernel that fit on one SM at once.
     blocks_per_sm: HashMap<DataType, u32>,
+    /// The broadcast/reduce/all-gather/reduce-scatter kernels and their blocks per SM.
+    colls: HashMap<CollKernel, (usize, u32)>,
 }
 
 /// The GPU backend.
@@ -137,8 +139,7 @@ impl GpuBackend {
         }
         .map(|v| v as u32)
         .unwrap_or(DEFAULT_SMS);
-        let mut blocks_per_sm = HashMap::new();
-        for (&dt, &f) in &all_reduce {
+        let occupancy = |f: usize| -> Result<u32> {
             // SAFETY: a function of the loaded module.
             let b = unsafe {
                 result::occupancy::max_active_block_per_multiprocessor(
@@ -148,14 +149,31 @@ impl GpuBackend {
                 )
             }
             .map_err(err("cuOccupancyMaxActiveBlocksPerMultiprocessor", device as i32))?;
-            blocks_per_sm.insert(dt, b.max(1) as u32);
+            Ok(b.max(1) as u32)
+        };
+        let mut blocks_per_sm = HashMap::new();
+        for (&dt, &f) in &all_reduce {
+            blocks_per_sm.insert(dt, occupancy(f)?);
+        }
+        let mut colls = HashMap::new();
+        for k in CollKernel::all() {
+            // SAFETY: `module` was loaded in the current context.
+            let f = unsafe { cuda::get_function(device as i32, module, k.name())? } as usize;
+            colls.insert(k, (f, occupancy(f)?));
         }
         tracing::info!(target: "oxccl::init", device, sms, ?blocks_per_sm, "all-reduce occupancy");
+        tracing::info!(
+            target: "oxccl::init",
+            device,
+            copy = colls[&CollKernel::Copy].1,
+            "collective kernels occupancy (blocks per sm)"
+        );
         let st = Arc::new(DeviceState {
             ctx: ctx as usize,
             all_reduce,
             sms,
             blocks_per_sm,
+            colls,
         });
         map.insert(device, st.clone());
         Ok(st)
@@ -196,6 +214,23 @@ impl GpuBackend {
             }
         }
         Ok(true)
+    }
+}
+
+impl GpuBackend {
+    /// Blocks per rank when `ranks_per_device` ranks share a device, for a kernel of which
+    /// `per_sm` blocks fit on one SM. Every rank's kernel must be resident at once (they
+    /// wait on each other): keep the total at or below what the device holds at once (SMs x
+    /// blocks per SM), on the smallest device loaded.
+    fn blocks_per_rank(&self, ranks_per_device: usize, per_sm: impl Fn(&DeviceState) -> Option<u32>) -> u32 {
+        let slots = self
+            .devices
+            .lock()
+            .ok()
+            .and_then(|m| m.values().map(|s| s.sms * per_sm(s).unwrap_or(1)).min())
+            .unwrap_or(DEFAULT_SMS);
+        let per = slots / ranks_per_device.max(1) as u32;
+        per.clamp(1, oxccl_device::abi::MAX_BLOCKS as u32)
     }
 }
 
@@ -351,20 +386,32 @@ impl Backend for GpuBackend {
     }
 
     fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: DataType) -> u32 {
-        // Every rank's kernel must be resident at once (they wait on each other): keep the
-        // total at or below what the device holds at once (SMs x blocks per SM).
-        let slots = self
-            .devices
-            .lock()
-            .ok()
-            .and_then(|m| {
-                m.values()
-                    .map(|s| s.sms * s.blocks_per_sm.get(&dtype).copied().unwrap_or(1))
-                    .min()
-            })
-            .unwrap_or(DEFAULT_SMS);
-        let per = slots / ranks_per_device.max(1) as u32;
-        per.clamp(1, oxccl_device::abi::MAX_BLOCKS as u32)
+        self.blocks_per_rank(ranks_per_device, |s| s.blocks_per_sm.get(&dtype).copied())
+    }
+
+    fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        let st = self.device(s.device)?;
+        let f = st.colls[&kernel].0 as sys::CUfunction;
+        let mut a = *args;
+        let mut params = [&mut a as *mut CollArgs as *mut c_void];
+        // SAFETY: the kernel takes one by-value CollArgs; the driver copies the parameters
+        // at launch, so the local may go out of scope afterwards.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (grid.blocks, 1, 1),
+                (grid.threads, 1, 1),
+                0,
+                s.raw(),
+                &mut params,
+            )
+        }
+        .map_err(err("cuLaunchKernel(collective)", s.device as i32))
+    }
+
+    fn max_coll_blocks_per_rank(&self, ranks_per_device: usize, kernel: CollKernel) -> u32 {
+        self.blocks_per_rank(ranks_per_device, |s| s.colls.get(&kernel).map(|k| k.1))
     }
 
     fn block_threads(&self) -> u32 {

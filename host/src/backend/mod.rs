@@ -11,7 +11,8 @@ pub mod gpu;
 use std::fmt;
 use std::sync::Arc;
 
-use oxccl_device::abi::AllReduceArgs;
+use oxccl_device::abi::{AllReduceArgs, CollArgs};
+pub use oxccl_device::kernels::CollKernel;
 
 use crate::error::Result;
 
@@ -118,7 +119,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// `ranks_per_device` ranks share one device and their kernels must all be resident at
     /// once (they wait on each other).
     fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: oxccl_device::abi::DataType) -> u32;
-    /// Threads per block of the all-reduce.
+    /// Enqueue the broadcast, reduce, all-gather or reduce-scatter `kernel` on `stream`
+    /// (`kernel` is [`CollKernel::of`] `args.coll` and `args.dtype`).
+    fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()>;
+    /// As [`Backend::max_blocks_per_rank`], for `kernel`.
+    fn max_coll_blocks_per_rank(&self, ranks_per_device: usize, kernel: CollKernel) -> u32;
+    /// Threads per block of the all-reduce (and of every other collective kernel).
     fn block_threads(&self) -> u32;
     /// Let devices `a` and `b` access each other's memory; `false` if they cannot.
     fn enable_peer_access(&self, _a: usize, _b: usize) -> Result<bool> {

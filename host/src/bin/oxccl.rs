@@ -7,7 +7,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use oxccl::backend::{self, cpu::CpuBackend, gpu::GpuBackend, Backend};
 use oxccl::coll::{algo_name, all_reduce_bus_factor};
-use oxccl::harness::{self, fmt_bytes, parse_size, Case, Ranks, Timing};
+use oxccl::harness::{self, fmt_bytes, parse_size, Case, Coll, Ranks, Timing};
 use oxccl::{verify, Comm, Config, DataType, RedOp};
 
 #[derive(Parser)]
@@ -32,10 +32,14 @@ enum BackendArg {
 struct CheckArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
+    /// Collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, or all.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub colls: Vec<String>,
     /// Rank counts, e.g. 1,2,3,8.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,8")]
     pub ranks: Vec<usize>,
-    /// Element counts (K/M/G suffixes allowed).
+    /// Element counts (K/M/G suffixes allowed), as NCCL counts them: per rank for
+    /// all-gather (`sendcount`), of the output for reduce-scatter (`recvcount`).
     #[arg(long, value_delimiter = ',', default_value = "0,1,2,7,31,1000,4099,65537")]
     pub counts: Vec<String>,
     /// Data types (names as printed by `info`), or all.
@@ -59,6 +63,12 @@ struct CheckArgs {
 struct PerfArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
+    /// Collective: all_reduce, broadcast, reduce, all_gather, reduce_scatter.
+    #[arg(long, default_value = "all_reduce")]
+    pub coll: String,
+    /// Root of broadcast and reduce.
+    #[arg(long, default_value_t = 0)]
+    pub root: u32,
     #[arg(long, default_value_t = 8)]
     pub ranks: usize,
     #[arg(long, default_value = "bf16")]
@@ -89,7 +99,8 @@ enum Cmd {
         #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
         backend: BackendArg,
     },
-    /// Correctness matrix: every dtype x op x rank count x size, in place and out of place.
+    /// Correctness matrix: every collective x dtype x op x rank count x size, in place and
+    /// out of place (roots vary).
     Check(CheckArgs),
     /// Bandwidth table (nccl-tests columns) next to a device-to-device copy of the same bytes.
     Perf(PerfArgs),
@@ -143,6 +154,15 @@ fn parse_ops(v: &[String]) -> Result<Vec<RedOp>, String> {
                 .find(|d| d.name() == s)
                 .ok_or(format!("unknown op {s}"))
         })
+        .collect()
+}
+
+fn parse_colls(v: &[String]) -> Result<Vec<Coll>, String> {
+    if v.iter().any(|s| s == "all") {
+        return Ok(Coll::ALL.to_vec());
+    }
+    v.iter()
+        .map(|s| Coll::from_name(s).ok_or(format!("unknown collective {s}")))
         .collect()
 }
 
@@ -227,61 +247,70 @@ fn check(a: &CheckArgs) -> Result<(), String> {
         .iter()
         .map(|c| parse_size(c).ok_or(format!("bad count {c}")))
         .collect::<Result<_, _>>()?;
+    let colls = parse_colls(&a.colls)?;
     let (ranks, seed, repeat) = (&a.ranks, a.seed, a.repeat);
-    println!("oxccl check: all-reduce correctness on the {desc}");
+    let names: Vec<&str> = colls.iter().map(|c| c.name()).collect();
+    println!("oxccl check: {} correctness on the {desc}", names.join(", "));
     println!(
-        "{:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9}",
-        "ranks", "count", "type", "cases", "failed", "elements", "time(s)"
+        "{:>14} {:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9}",
+        "coll", "ranks", "count", "type", "cases", "failed", "elements", "time(s)"
     );
     let (mut total, mut failed) = (0usize, 0usize);
     let mut s = seed;
     for &n in ranks {
         let r = make_ranks(&backend, n).map_err(|e| e.to_string())?;
-        for &size in &counts {
-            for &dt in &dtypes {
-                let count = if a.bytes { size / dt.size() } else { size };
-                let t0 = Instant::now();
-                let (mut cases, mut bad, mut elems) = (0, 0, 0usize);
-                for &red in &ops {
-                    for in_place in [false, true] {
-                        for _ in 0..repeat {
-                            s += 1;
-                            cases += 1;
-                            match harness::check_all_reduce(
-                                &r,
-                                Case {
+        for &coll in &colls {
+            // Copies take no operator: one pass with a placeholder.
+            let coll_ops: &[RedOp] = if coll.has_op() { &ops } else { &[RedOp::Sum] };
+            for &size in &counts {
+                for &dt in &dtypes {
+                    let count = if a.bytes { size / dt.size() } else { size };
+                    let t0 = Instant::now();
+                    let (mut cases, mut bad, mut elems) = (0, 0, 0usize);
+                    for &red in coll_ops {
+                        for in_place in [false, true] {
+                            for _ in 0..repeat {
+                                s += 1;
+                                cases += 1;
+                                // Roots vary with the seed (every rank over a run).
+                                let root = (s % n as u64) as u32;
+                                let case = Case {
                                     dtype: dt,
                                     red,
                                     count,
                                     in_place,
                                     seed: s,
-                                },
-                            ) {
-                                Ok(e) => elems += e,
-                                Err(e) => {
-                                    bad += 1;
-                                    println!(
-                                        "FAIL ranks={n} count={count} {} {} in_place={in_place}: {e}",
-                                        dt.name(),
-                                        red.name()
-                                    );
+                                };
+                                match harness::check_coll(&r, coll, case, root) {
+                                    Ok(e) => elems += e,
+                                    Err(e) => {
+                                        bad += 1;
+                                        println!(
+                                            "FAIL {} ranks={n} count={count} {} {} root={} in_place={in_place}: {e}",
+                                            coll.name(),
+                                            dt.name(),
+                                            if coll.has_op() { red.name() } else { "-" },
+                                            if coll.has_root() { root.to_string() } else { "-".into() },
+                                        );
+                                    }
                                 }
                             }
                         }
                     }
+                    total += cases;
+                    failed += bad;
+                    println!(
+                        "{:>14} {:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9.2}",
+                        coll.name(),
+                        n,
+                        count,
+                        dt.name(),
+                        cases,
+                        bad,
+                        elems,
+                        t0.elapsed().as_secs_f64()
+                    );
                 }
-                total += cases;
-                failed += bad;
-                println!(
-                    "{:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9.2}",
-                    n,
-                    count,
-                    dt.name(),
-                    cases,
-                    bad,
-                    elems,
-                    t0.elapsed().as_secs_f64()
-                );
             }
         }
     }
@@ -304,41 +333,65 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
         parse_size(&a.min).ok_or("bad --min")?,
         parse_size(&a.max).ok_or("bad --max")?,
     );
+    let coll = Coll::from_name(&a.coll).ok_or(format!("unknown collective {}", a.coll))?;
+    if in_place && coll != Coll::AllReduce {
+        return Err("--in-place is timed for all_reduce only".into());
+    }
     let r = make_ranks(&backend, ranks).map_err(|e| e.to_string())?;
-    println!("oxccl perf: all-reduce {} {} on {ranks} ranks sharing device 0, {desc}; median of {reps} x {iters} iterations", dt.name(), red.name());
-    println!("copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = 2 x ranks x bytes (each input read once, each output written once)");
+    let what = if coll.has_op() {
+        format!("{} {} {}", coll.name(), dt.name(), red.name())
+    } else {
+        format!("{} {}", coll.name(), dt.name())
+    };
+    println!(
+        "oxccl perf: {what} on {ranks} ranks sharing device 0, {desc}; median of {reps} x {iters} iterations"
+    );
+    println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce: 2 x ranks x bytes; the others: (ranks + 1) x the data of one rank)");
     println!(
         "{:>8} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
         "bytes", "count", "algo", "time(us)", "algbw", "busbw", "copy(us)", "alg GB/s", "copy GB/s", "ratio"
     );
-    let mut bytes = lo.max(dt.size());
+    let per_rank = if matches!(coll, Coll::AllGather | Coll::ReduceScatter) {
+        ranks
+    } else {
+        1
+    };
+    let mut bytes = lo.max(dt.size() * per_rank);
     while bytes <= hi {
-        let count = bytes / dt.size();
-        let t = harness::time_all_reduce(
-            &r,
-            dt,
-            op,
-            count,
-            in_place,
-            Timing {
-                warmup: 3,
-                iters,
-                reps,
-            },
-        )
+        let count = bytes / dt.size() / per_rank;
+        let timing = Timing {
+            warmup: 3,
+            iters,
+            reps,
+        };
+        let t = if coll == Coll::AllReduce {
+            harness::time_all_reduce(&r, dt, op, count, in_place, timing)
+        } else {
+            harness::time_coll(&r, coll, dt, op, count, a.root, timing)
+        }
         .map_err(|e| e.to_string())?;
-        let tc = harness::time_copy(&r, bytes, iters, reps).map_err(|e| e.to_string())?;
-        let algbw = bytes as f64 / t / 1e9;
-        let alg_rate = 2.0 * ranks as f64 * bytes as f64 / t / 1e9;
-        let copy_rate = 2.0 * bytes as f64 / tc / 1e9;
+        let size = harness::size_bytes(coll, ranks, count, dt.size());
+        let tc = harness::time_copy(&r, size, iters, reps).map_err(|e| e.to_string())?;
+        let algbw = size as f64 / t / 1e9;
+        let moved = if coll == Coll::AllReduce {
+            2.0 * ranks as f64 * size as f64
+        } else {
+            (ranks as f64 + 1.0) * (count * dt.size()) as f64 * per_rank as f64
+        };
+        let alg_rate = moved / t / 1e9;
+        let copy_rate = 2.0 * size as f64 / tc / 1e9;
         println!(
             "{:>8} {:>11} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.1} {:>11.1} {:>6.3}",
-            fmt_bytes(bytes),
+            fmt_bytes(size),
             count,
-            algo_name(r.comms[0].choose_algo(bytes as u64)),
+            if coll == Coll::AllReduce {
+                algo_name(r.comms[0].choose_algo(size as u64))
+            } else {
+                "lsa"
+            },
             t * 1e6,
             algbw,
-            algbw * all_reduce_bus_factor(ranks),
+            algbw * harness::bus_factor(coll, ranks),
             tc * 1e6,
             alg_rate,
             copy_rate,

@@ -1,5 +1,13 @@
 //! Running collectives on a set of in-process ranks for checks and timing (used by the CLI,
-//! the tests and the GPU check script).
+//! the tests and the GPU check script). The all-reduce is here; broadcast, reduce,
+//! all-gather and reduce-scatter checks are in [`colls`] (re-exported).
+
+mod colls;
+
+pub use colls::{
+    bus_factor, check_all_gather, check_broadcast, check_coll, check_reduce, check_reduce_scatter,
+    size_bytes, time_coll, Coll,
+};
 
 use oxccl_device::abi::{DataType, RedOp};
 

@@ -1,0 +1,79 @@
+//! Kernel bodies of the broadcast, reduce, all-gather and reduce-scatter, by load/store
+//! across ranks. Each collective's module plans the data pass of this rank (sources,
+//! destinations, range); the bodies here frame it with the barriers and run it through one
+//! [`reduce_copy`] instantiation per element type and operator, shared by the collectives
+//! (so the PTX grows by one loop per operator and type, not per collective):
+//! - [`copy_coll`]: broadcast and all-gather, a byte copy whatever the data type;
+//! - [`reduce_coll`]: reduce and reduce-scatter for element type `T`, the operator chosen at
+//!   run time.
+
+use crate::abi::{CollArgs, RedOp, COLL_ALL_GATHER, COLL_BROADCAST, COLL_REDUCE, COLL_REDUCE_SCATTER};
+use crate::coll::frame::{enter, exit, report_bad_arg};
+use crate::coll::reduce_copy::reduce_copy;
+use crate::coll::{all_gather, broadcast, reduce, reduce_scatter};
+use crate::exec::ExecCtx;
+use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Sum};
+
+/// Broadcast or all-gather (by `a.coll`).
+///
+/// # Safety
+/// `a` must describe valid buffers on every rank (sizes as documented on [`CollArgs`]) and
+/// a valid communicator; called by every thread of every block of the launch.
+#[inline(always)]
+pub unsafe fn copy_coll(ctx: &ExecCtx, a: &CollArgs) {
+    let Some(lines) = enter(ctx, a) else {
+        return;
+    };
+    let plan = match a.coll {
+        COLL_BROADCAST => Some(broadcast::plan(a, lines)),
+        COLL_ALL_GATHER => Some(all_gather::plan(a, lines)),
+        _ => None,
+    };
+    match plan {
+        Some((srcs, dsts, lo, hi)) => reduce_copy::<u8, Sum>(ctx, &Sum, &srcs, &dsts, lo, hi),
+        None => report_bad_arg(ctx, a, a.coll),
+    }
+    exit(ctx, a);
+}
+
+/// Reduce or reduce-scatter (by `a.coll`) of elements of type `T`.
+///
+/// # Safety
+/// As [`copy_coll`].
+#[inline(always)]
+pub unsafe fn reduce_coll<T: Elem>(ctx: &ExecCtx, a: &CollArgs) {
+    let Some(lines) = enter(ctx, a) else {
+        return;
+    };
+    let plan = match a.coll {
+        COLL_REDUCE => Some(reduce::plan::<T>(a, lines)),
+        COLL_REDUCE_SCATTER => Some(reduce_scatter::plan::<T>(a, lines)),
+        _ => None,
+    };
+    let Some((s, d, lo, hi)) = plan else {
+        report_bad_arg(ctx, a, a.coll);
+        exit(ctx, a);
+        return;
+    };
+    let (s, d) = (&s, &d);
+    match RedOp::from_u32(a.op) {
+        Some(RedOp::Sum) => reduce_copy::<T, Sum>(ctx, &Sum, s, d, lo, hi),
+        Some(RedOp::Prod) => reduce_copy::<T, Prod>(ctx, &Prod, s, d, lo, hi),
+        Some(RedOp::Min) => reduce_copy::<T, Min>(ctx, &Min, s, d, lo, hi),
+        Some(RedOp::Max) => reduce_copy::<T, Max>(ctx, &Max, s, d, lo, hi),
+        Some(RedOp::Avg) => {
+            let op = Avg {
+                nranks: a.comm.nranks,
+            };
+            reduce_copy::<T, Avg>(ctx, &op, s, d, lo, hi)
+        }
+        Some(RedOp::PreMulSum) => {
+            let op = PreMulSum {
+                scalar: T::from_le_u64(a.scalar).to_acc(),
+            };
+            reduce_copy::<T, PreMulSum<T::Acc>>(ctx, &op, s, d, lo, hi)
+        }
+        None => report_bad_arg(ctx, a, a.op),
+    }
+    exit(ctx, a);
+}

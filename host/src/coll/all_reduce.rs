@@ -1,0 +1,116 @@
+//! All-reduce (`ncclAllReduce`): see `oxccl_device::coll::all_reduce` for the algorithms.
+
+use oxccl_device::abi::{fingerprint, AllReduceArgs, DataType, Header, COLL_ALL_REDUCE};
+
+use super::Op;
+use crate::backend::Stream;
+use crate::buffer::DeviceBuffer;
+use crate::comm::Comm;
+use crate::error::Result;
+
+impl Comm {
+    /// Out-of-place all-reduce of `count` elements from `send` into `recv`.
+    pub fn all_reduce(
+        &self,
+        send: &DeviceBuffer,
+        recv: &mut DeviceBuffer,
+        count: usize,
+        dtype: DataType,
+        op: Op,
+        stream: &Stream,
+    ) -> Result<()> {
+        let bytes = count * dtype.size();
+        for (name, b) in [("send", send as &DeviceBuffer), ("recv", recv)] {
+            if b.len() < bytes {
+                return Err(self.invalid(
+                    "all_reduce",
+                    format!(
+                        "{name} buffer holds {} bytes, {count} {} elements need {bytes}",
+                        b.len(),
+                        dtype.name()
+                    ),
+                ));
+            }
+        }
+        // SAFETY: both buffers are live and large enough; `recv` is borrowed mutably.
+        unsafe { self.all_reduce_raw(send.ptr(), recv.ptr(), count, dtype, op, stream) }
+    }
+
+    /// In-place all-reduce of the first `count` elements of `buf`.
+    pub fn all_reduce_in_place(
+        &self,
+        buf: &mut DeviceBuffer,
+        count: usize,
+        dtype: DataType,
+        op: Op,
+        stream: &Stream,
+    ) -> Result<()> {
+        let bytes = count * dtype.size();
+        if buf.len() < bytes {
+            return Err(self.invalid(
+                "all_reduce",
+                format!(
+                    "buffer holds {} bytes, {count} {} elements need {bytes}",
+                    buf.len(),
+                    dtype.name()
+                ),
+            ));
+        }
+        // SAFETY: live buffer of sufficient size, borrowed mutably.
+        unsafe { self.all_reduce_raw(buf.ptr(), buf.ptr(), count, dtype, op, stream) }
+    }
+
+    /// All-reduce on raw device addresses (`send == recv` for in place), like `ncclAllReduce`.
+    ///
+    /// # Safety
+    /// `send` and `recv` must be valid device addresses on this rank's device for `count`
+    /// elements until the operation completes on `stream`, and not be accessed by anything
+    /// else meanwhile.
+    pub unsafe fn all_reduce_raw(
+        &self,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: DataType,
+        op: Op,
+        stream: &Stream,
+    ) -> Result<()> {
+        let _span = tracing::debug_span!(target: "oxccl::coll", "all_reduce", rank = self.rank(), count, dtype = dtype.name(), op = op.red_op().name()).entered();
+        if count == 0 {
+            return Ok(());
+        }
+        if send == 0 || recv == 0 {
+            return Err(self.invalid("all_reduce", "null buffer address".into()));
+        }
+        let bytes = (count * dtype.size()) as u64;
+        let algo = self.choose_algo(bytes);
+        let grid = self.grid(bytes, dtype);
+        let fp = fingerprint(
+            COLL_ALL_REDUCE,
+            count as u64,
+            dtype as u32,
+            op.red_op() as u32,
+            algo,
+        );
+        let epoch = self.next_epoch("all_reduce");
+        let args = AllReduceArgs {
+            header: Header::of::<AllReduceArgs>(),
+            comm: self.args(),
+            send,
+            recv,
+            count: count as u64,
+            dtype: dtype as u32,
+            op: op.red_op() as u32,
+            algo,
+            _pad: 0,
+            epoch,
+            scalar: match op {
+                Op::PreMulSum { scalar_bits } => scalar_bits,
+                _ => 0,
+            },
+            fingerprint: fp,
+        };
+        tracing::trace!(target: "oxccl::coll", ?grid, algo, epoch, "launch all_reduce");
+        self.group.backend.launch_all_reduce(stream, grid, &args)
+    }
+}

@@ -1,0 +1,127 @@
+//! The launch path shared by broadcast, reduce, all-gather and reduce-scatter: argument
+//! checks common to all four, the grid, the fingerprint, the epochs and the [`CollArgs`].
+
+use oxccl_device::abi::{coll_fingerprint, CollArgs, DataType, Header};
+
+use super::{coll_name, Op};
+use crate::backend::{CollKernel, Stream};
+use crate::buffer::DeviceBuffer;
+use crate::comm::Comm;
+use crate::error::Result;
+
+/// One call of a [`CollArgs`] collective, as the API received it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Call {
+    /// `COLL_*` id.
+    pub coll: u32,
+    pub send: u64,
+    pub recv: u64,
+    /// NCCL's count (see [`CollArgs::count`]).
+    pub count: usize,
+    pub dtype: DataType,
+    /// The operator (reduce and reduce-scatter).
+    pub op: Option<Op>,
+    /// The root (broadcast and reduce).
+    pub root: Option<u32>,
+}
+
+impl Comm {
+    /// `count * dtype.size() * times` bytes, or an error naming `op` if it overflows.
+    pub(crate) fn bytes_of(
+        &self,
+        op: &'static str,
+        count: usize,
+        dtype: DataType,
+        times: usize,
+    ) -> Result<usize> {
+        count
+            .checked_mul(dtype.size())
+            .and_then(|b| b.checked_mul(times))
+            .ok_or_else(|| {
+                self.invalid(
+                    op,
+                    format!(
+                        "{count} {} elements x {times} overflow the address space",
+                        dtype.name()
+                    ),
+                )
+            })
+    }
+
+    /// Fails unless `buf` holds at least `bytes` (`what` names the buffer in the message).
+    pub(crate) fn need(&self, op: &'static str, what: &str, buf: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if buf.len() < bytes {
+            return Err(self.invalid(
+                op,
+                format!("{what} buffer holds {} bytes, the call needs {bytes}", buf.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Fails unless `root` is a rank of this communicator.
+    pub(crate) fn check_root(&self, op: &'static str, root: u32) -> Result<()> {
+        if root >= self.count() {
+            return Err(self.invalid(
+                op,
+                format!(
+                    "root {root} is not a rank of this communicator ({} ranks)",
+                    self.count()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Validate what is common to the four collectives and launch `call` on `stream`.
+    /// `bytes` is the most this rank's kernel moves (it sizes the grid).
+    ///
+    /// # Safety
+    /// The addresses of `call` must be valid for the collective's sizes until it completes
+    /// on `stream` (see each collective's `*_raw`).
+    pub(crate) unsafe fn launch(&self, call: Call, bytes: usize, stream: &Stream) -> Result<()> {
+        let name = coll_name(call.coll);
+        let _span = tracing::debug_span!(
+            target: "oxccl::coll",
+            "coll",
+            op = name,
+            rank = self.rank(),
+            count = call.count,
+            dtype = call.dtype.name(),
+            root = call.root
+        )
+        .entered();
+        if let Some(root) = call.root {
+            self.check_root(name, root)?;
+        }
+        if call.count == 0 {
+            return Ok(());
+        }
+        let Some(kernel) = CollKernel::of(call.coll, call.dtype) else {
+            return Err(self.invalid(name, format!("collective id {}", call.coll)));
+        };
+        let grid = self.coll_grid(bytes as u64, kernel);
+        let (op, root) = (call.op.map_or(0, |o| o.red_op() as u32), call.root.unwrap_or(0));
+        let fp = coll_fingerprint(call.coll, call.count as u64, call.dtype as u32, op, root);
+        let epoch = self.next_epoch(name);
+        let args = CollArgs {
+            header: Header::of::<CollArgs>(),
+            comm: self.args(),
+            send: call.send,
+            recv: call.recv,
+            count: call.count as u64,
+            dtype: call.dtype as u32,
+            op,
+            coll: call.coll,
+            root,
+            epoch,
+            scalar: match call.op {
+                Some(Op::PreMulSum { scalar_bits }) => scalar_bits,
+                _ => 0,
+            },
+            fingerprint: fp,
+        };
+        tracing::trace!(target: "oxccl::coll", ?grid, ?kernel, epoch, "launch {name}");
+        self.group.backend.launch_coll(stream, grid, kernel, &args)
+    }
+}

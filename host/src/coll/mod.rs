@@ -1,0 +1,169 @@
+//! The host collective API: validate arguments, choose the algorithm and grid, pack the
+//! kernel arguments, launch on the caller's stream. Completion is stream-ordered; device
+//! errors surface through [`Comm::async_error`].
+//!
+//! One module per collective, each with a safe form on [`DeviceBuffer`]s (sizes checked)
+//! and an `unsafe` `*_raw` form on device addresses, like NCCL's API:
+//! [`Comm::all_reduce`], [`Comm::broadcast`], [`Comm::reduce`], [`Comm::all_gather`],
+//! [`Comm::reduce_scatter`]. Counts are NCCL's: all-gather takes the count per rank
+//! (`sendcount`), reduce-scatter the count of the output (`recvcount`).
+
+mod all_gather;
+mod all_reduce;
+mod broadcast;
+mod launch;
+mod reduce;
+mod reduce_scatter;
+
+use oxccl_device::abi::{
+    DataType, RedOp, ALGO_ONE_SHOT, ALGO_TWO_SHOT, COLL_ALL_GATHER, COLL_ALL_REDUCE, COLL_BROADCAST,
+    COLL_REDUCE, COLL_REDUCE_SCATTER,
+};
+
+use crate::backend::{CollKernel, Grid};
+#[cfg(doc)]
+use crate::buffer::DeviceBuffer;
+use crate::comm::Comm;
+use crate::error::Error;
+
+/// A reduction operator with its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    Avg,
+    /// `sum(scalar * x)`; the scalar's bits in the collective's data type, little-endian
+    /// (see [`Op::premul_sum`]).
+    PreMulSum {
+        scalar_bits: u64,
+    },
+}
+
+impl Op {
+    /// The operator kind.
+    pub fn red_op(self) -> RedOp {
+        match self {
+            Op::Sum => RedOp::Sum,
+            Op::Prod => RedOp::Prod,
+            Op::Max => RedOp::Max,
+            Op::Min => RedOp::Min,
+            Op::Avg => RedOp::Avg,
+            Op::PreMulSum { .. } => RedOp::PreMulSum,
+        }
+    }
+
+    /// PreMulSum with `scalar` converted to `dtype` (rounded like the data).
+    pub fn premul_sum(dtype: DataType, scalar: f64) -> Op {
+        Op::PreMulSum {
+            scalar_bits: crate::verify::encode_f64(dtype, scalar),
+        }
+    }
+
+    /// The operator for `red` (PreMulSum with scalar 1).
+    pub fn from_red_op(red: RedOp, dtype: DataType) -> Op {
+        match red {
+            RedOp::Sum => Op::Sum,
+            RedOp::Prod => Op::Prod,
+            RedOp::Max => Op::Max,
+            RedOp::Min => Op::Min,
+            RedOp::Avg => Op::Avg,
+            RedOp::PreMulSum => Op::premul_sum(dtype, 1.0),
+        }
+    }
+}
+
+/// Below this many bytes per block a block is not worth launching (GPU).
+const GPU_BYTES_PER_BLOCK: u64 = 64 * 1024;
+
+impl Comm {
+    /// The algorithm for `bytes` per rank (identical on every rank: depends only on the
+    /// size, the rank count and settings).
+    pub fn choose_algo(&self, bytes: u64) -> u32 {
+        crate::settings::algo_override().unwrap_or(if bytes <= crate::settings::oneshot_max_bytes() {
+            ALGO_ONE_SHOT
+        } else {
+            ALGO_TWO_SHOT
+        })
+    }
+
+    /// The launch grid of the all-reduce for `bytes` per rank (identical on every rank).
+    pub fn grid(&self, bytes: u64, dtype: DataType) -> Grid {
+        let max = self
+            .group
+            .backend
+            .max_blocks_per_rank(self.group.ranks_per_device, dtype);
+        self.grid_within(bytes, max)
+    }
+
+    /// The launch grid of a collective `kernel` moving `bytes` per rank (identical on every
+    /// rank).
+    pub fn coll_grid(&self, bytes: u64, kernel: CollKernel) -> Grid {
+        let max = self
+            .group
+            .backend
+            .max_coll_blocks_per_rank(self.group.ranks_per_device, kernel);
+        self.grid_within(bytes, max)
+    }
+
+    /// `bytes` spread over blocks of at least [`GPU_BYTES_PER_BLOCK`] (all `max` on the CPU),
+    /// at most `max` (and `OXCCL_MAX_BLOCKS`).
+    fn grid_within(&self, bytes: u64, mut max: u32) -> Grid {
+        let b = &self.group.backend;
+        let cap = crate::settings::max_blocks();
+        if cap > 0 {
+            max = max.min(cap);
+        }
+        let blocks = match b.kind() {
+            crate::backend::BackendKind::Cpu => max,
+            crate::backend::BackendKind::Gpu => (bytes.div_ceil(GPU_BYTES_PER_BLOCK) as u32).clamp(1, max),
+        };
+        Grid {
+            blocks,
+            threads: b.block_threads(),
+        }
+    }
+
+    /// An [`Error::InvalidArgument`] of collective `op` on this rank.
+    pub(crate) fn invalid(&self, op: &'static str, what: String) -> Error {
+        Error::InvalidArgument {
+            op,
+            rank: self.rank(),
+            what,
+        }
+    }
+}
+
+/// Name of a collective id (`COLL_*`), as in error messages.
+pub fn coll_name(coll: u32) -> &'static str {
+    match coll {
+        COLL_ALL_REDUCE => "all_reduce",
+        COLL_BROADCAST => "broadcast",
+        COLL_REDUCE => "reduce",
+        COLL_ALL_GATHER => "all_gather",
+        COLL_REDUCE_SCATTER => "reduce_scatter",
+        _ => "collective",
+    }
+}
+
+/// nccl-tests' bus-bandwidth factor for all-reduce: `2 (n - 1) / n`.
+pub fn all_reduce_bus_factor(nranks: usize) -> f64 {
+    if nranks <= 1 {
+        1.0
+    } else {
+        2.0 * (nranks as f64 - 1.0) / nranks as f64
+    }
+}
+
+/// The all-reduce algorithms and their names.
+pub const ALGORITHMS: [(u32, &str); 2] = [(ALGO_ONE_SHOT, "one-shot"), (ALGO_TWO_SHOT, "two-shot")];
+
+/// Name of an algorithm id.
+pub fn algo_name(algo: u32) -> &'static str {
+    ALGORITHMS
+        .iter()
+        .find(|a| a.0 == algo)
+        .map(|a| a.1)
+        .unwrap_or("?")
+}
