@@ -40,7 +40,7 @@ struct StreamState {
 }
 
 impl CpuStream {
-    fn new(device: usize) -> Arc<Self> {
+    fn new(device: usize) -> Result<Arc<Self>> {
         let (tx, rx) = channel::<Job>();
         let state: Arc<(Mutex<StreamState>, Condvar)> = Arc::default();
         let st = state.clone();
@@ -58,13 +58,13 @@ impl CpuStream {
                     cv.notify_all();
                 }
             })
-            .expect("spawning a cpu stream thread");
-        Arc::new(CpuStream {
+            .map_err(|e| Error::Init(format!("spawning a cpu stream thread for device {device}: {e}")))?;
+        Ok(Arc::new(CpuStream {
             device,
             tx: Mutex::new(Some(tx)),
             state,
             worker: Mutex::new(Some(worker)),
-        })
+        }))
     }
 
     fn enqueue(&self, job: Job) {
@@ -200,7 +200,7 @@ impl Backend for CpuBackend {
     }
 
     fn create_stream(&self, device: usize) -> Result<Stream> {
-        Ok(Stream::Cpu(CpuStream::new(device)))
+        Ok(Stream::Cpu(CpuStream::new(device)?))
     }
 
     fn synchronize(&self, stream: &Stream) -> Result<()> {

@@ -234,6 +234,34 @@ impl GpuBackend {
     }
 }
 
+/// Launch `f`, whose only parameter is an `A` passed by value.
+///
+/// # Safety
+/// `f` must be a kernel of the current context taking exactly one `A` by value.
+unsafe fn launch_one_arg<A: Copy>(
+    f: sys::CUfunction,
+    grid: Grid,
+    s: &GpuStream,
+    args: &A,
+    op: &'static str,
+) -> Result<()> {
+    let mut a = *args;
+    let mut params = [&mut a as *mut A as *mut c_void];
+    // SAFETY: caller contract; the driver copies the parameters at launch, so the local may
+    // go out of scope afterwards.
+    unsafe {
+        result::launch_kernel(
+            f,
+            (grid.blocks, 1, 1),
+            (grid.threads, 1, 1),
+            0,
+            s.raw(),
+            &mut params,
+        )
+    }
+    .map_err(err(op, s.device as i32))
+}
+
 /// Load the kernels: the embedded sm_90 cubin on compute capability 9.0 (no JIT), else the
 /// PTX (JIT-compiled by the driver, cached in its compute cache).
 fn load_kernels(device: usize) -> Result<sys::CUmodule> {
@@ -367,22 +395,16 @@ impl Backend for GpuBackend {
             rank: args.comm.rank,
             what: format!("data type {}", args.dtype),
         })?;
-        let f = st.all_reduce[&dt] as sys::CUfunction;
-        let mut a = *args;
-        let mut params = [&mut a as *mut AllReduceArgs as *mut c_void];
-        // SAFETY: the kernel takes one by-value AllReduceArgs; the driver copies the
-        // parameters at launch, so the local may go out of scope afterwards.
+        // SAFETY: every all-reduce kernel takes one by-value AllReduceArgs.
         unsafe {
-            result::launch_kernel(
-                f,
-                (grid.blocks, 1, 1),
-                (grid.threads, 1, 1),
-                0,
-                s.raw(),
-                &mut params,
+            launch_one_arg(
+                st.all_reduce[&dt] as sys::CUfunction,
+                grid,
+                s,
+                args,
+                "cuLaunchKernel(all_reduce)",
             )
         }
-        .map_err(err("cuLaunchKernel(all_reduce)", s.device as i32))
     }
 
     fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: DataType) -> u32 {
@@ -392,22 +414,16 @@ impl Backend for GpuBackend {
     fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()> {
         let s = gpu_stream(stream)?;
         let st = self.device(s.device)?;
-        let f = st.colls[&kernel].0 as sys::CUfunction;
-        let mut a = *args;
-        let mut params = [&mut a as *mut CollArgs as *mut c_void];
-        // SAFETY: the kernel takes one by-value CollArgs; the driver copies the parameters
-        // at launch, so the local may go out of scope afterwards.
+        // SAFETY: every collective kernel takes one by-value CollArgs.
         unsafe {
-            result::launch_kernel(
-                f,
-                (grid.blocks, 1, 1),
-                (grid.threads, 1, 1),
-                0,
-                s.raw(),
-                &mut params,
+            launch_one_arg(
+                st.colls[&kernel].0 as sys::CUfunction,
+                grid,
+                s,
+                args,
+                "cuLaunchKernel(collective)",
             )
         }
-        .map_err(err("cuLaunchKernel(collective)", s.device as i32))
     }
 
     fn max_coll_blocks_per_rank(&self, ranks_per_device: usize, kernel: CollKernel) -> u32 {
