@@ -54,12 +54,13 @@ run)
             --counts 0,1,2,3,7,31,255,1000,4099,65537,1000003
         # large sizes, every element checked (bytes per rank, per dtype). A 1 GiB case on 8
         # ranks takes about 35 s (host reference), so 1 GiB is checked for the all-reduce only;
-        # all-gather and reduce-scatter move nranks x the size per rank.
+        # all-gather, reduce-scatter, all-to-all, gather, scatter and all-gather-v move up to
+        # nranks x the size per rank.
         step check-1g "$bin" check --backend gpu --bytes --colls all_reduce --ranks 8 --dtypes f32,bf16 \
             --ops sum --counts 1G
         step check-large "$bin" check --backend gpu --bytes --ranks 8,3 --dtypes bf16,f8e4m3,i32 \
             --ops sum,max --counts 64M
-        step check-odd "$bin" check --backend gpu --ranks 8,5 --dtypes bf16,f16,f64,u8 --ops sum,avg,premulsum \
+        step check-odd "$bin" check --backend gpu --colls all_reduce,broadcast,reduce --ranks 8,5 --dtypes bf16,f16,f64,u8 --ops sum,avg,premulsum \
             --counts 16777259
     fi
     step perf-bf16 "$bin" perf --backend gpu --ranks 8 --dtype bf16 --op sum --min 1K --max 1G --step 4

@@ -9,7 +9,7 @@
 use rustacuda_core::DeviceCopy;
 
 /// Version of the layouts in this module.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// Upper bound on blocks per rank in one collective launch (sizes the sync inboxes).
 pub const MAX_BLOCKS: usize = 64;
@@ -252,12 +252,13 @@ pub struct AllReduceArgs {
     pub fingerprint: u64,
 }
 
-/// Arguments of the broadcast, reduce, all-gather and reduce-scatter kernels, passed by
-/// value. One layout for the four: `coll` says which one runs.
+/// Arguments of the broadcast, reduce, all-gather, reduce-scatter, all-to-all, gather,
+/// scatter and all-gather-v kernels, passed by value. One layout for all: `coll` says which
+/// one runs.
 ///
 /// Layout (byte offsets): header 0, comm 8, send 56, recv 64, count 72, dtype 80, op 84,
-/// coll 88, root 92, epoch 96, scalar 104, fingerprint 112; 120 bytes, 8-byte aligned (no
-/// padding needed).
+/// coll 88, root 92, epoch 96, scalar 104, fingerprint 112, displ 120 (appended in
+/// [`ABI_VERSION`] 2); 128 bytes, 8-byte aligned (no padding needed).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct CollArgs {
@@ -268,7 +269,9 @@ pub struct CollArgs {
     pub recv: u64,
     /// Elements, as NCCL's API counts them: broadcast and reduce `count`, all-gather
     /// `sendcount` (the output holds `nranks * count`), reduce-scatter `recvcount` (the input
-    /// holds `nranks * count`).
+    /// holds `nranks * count`), all-to-all, gather and scatter the count of one block (the
+    /// blocked buffers hold `nranks * count`); all-gather-v this rank's own count
+    /// (`counts[rank]`, different on every rank).
     pub count: u64,
     /// [`DataType`] value.
     pub dtype: u32,
@@ -276,14 +279,18 @@ pub struct CollArgs {
     pub op: u32,
     /// `COLL_*` id: which collective.
     pub coll: u32,
-    /// Root rank (broadcast and reduce; 0 for the others).
+    /// Root rank (broadcast, reduce, gather and scatter; 0 for the others).
     pub root: u32,
     /// Barrier epoch base: entry barrier at `epoch + 1`, exit at `epoch + 2`.
     pub epoch: u64,
     /// PreMulSum scalar: the little-endian bytes of one element of `dtype`.
     pub scalar: u64,
-    /// Must be equal on all ranks: [`coll_fingerprint`] of (coll, count, dtype, op, root).
+    /// Must be equal on all ranks: [`coll_fingerprint`] of (coll, count, dtype, op, root);
+    /// for all-gather-v, of (coll, [`counts_hash`] of counts and displacements, dtype, 0, 0).
     pub fingerprint: u64,
+    /// All-gather-v: this rank's displacement (`displs[rank]`, in elements) in every rank's
+    /// output; 0 for the others (and when absent: written by a version 1 host).
+    pub displ: u64,
 }
 
 const _: () = {
@@ -293,7 +300,7 @@ const _: () = {
     assert!(size_of::<SyncLine>() == 32 && align_of::<SyncLine>() == 32);
     assert!(size_of::<ErrorRecord>() == 32);
     assert!(size_of::<AllReduceArgs>() == 120 && align_of::<AllReduceArgs>() == 8);
-    assert!(size_of::<CollArgs>() == 120 && align_of::<CollArgs>() == 8);
+    assert!(size_of::<CollArgs>() == 128 && align_of::<CollArgs>() == 8);
 };
 
 // SAFETY: plain-old-data structs of integers, valid for any bit pattern, no pointers that
@@ -335,6 +342,27 @@ pub const fn coll_fingerprint(coll: u32, count: u64, dtype: u32, op: u32, root: 
     fingerprint(coll, count, dtype, op, root)
 }
 
+/// Hash of an all-gather-v's counts and displacements (elements, one of each per rank),
+/// used in its fingerprint in place of the count: ranks that disagree on any of them (or on
+/// their number) report a mismatch. FNV-1a over the length and every value; collisions only
+/// weaken mismatch detection.
+pub fn counts_hash(counts: &[usize], displs: &[usize]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |v: u64| {
+        for b in 0..8 {
+            h ^= (v >> (8 * b)) & 0xff;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(counts.len() as u64);
+    eat(displs.len() as u64);
+    for (&c, &d) in counts.iter().zip(displs) {
+        eat(c as u64);
+        eat(d as u64);
+    }
+    h
+}
+
 /// Collective ids used in fingerprints (and [`CollArgs::coll`]).
 pub const COLL_ALL_REDUCE: u32 = 1;
 /// Broadcast: root's input to every rank's output.
@@ -345,3 +373,12 @@ pub const COLL_REDUCE: u32 = 3;
 pub const COLL_ALL_GATHER: u32 = 4;
 /// Reduce-scatter: block `r` of the reduction of every rank's input into rank `r`'s output.
 pub const COLL_REDUCE_SCATTER: u32 = 5;
+/// All-to-all: block `q` of rank `r`'s input into block `r` of rank `q`'s output.
+pub const COLL_ALL_TO_ALL: u32 = 6;
+/// Gather: every rank's input, concatenated in rank order, into root's output.
+pub const COLL_GATHER: u32 = 7;
+/// Scatter: block `r` of root's input into rank `r`'s output.
+pub const COLL_SCATTER: u32 = 8;
+/// All-gather-v: rank `r`'s input (`counts[r]` elements) into every rank's output at
+/// element `displs[r]`.
+pub const COLL_ALL_GATHER_V: u32 = 9;

@@ -2,7 +2,8 @@
 //! dispatch as plain functions for the CPU backend.
 
 use crate::abi::{
-    AllReduceArgs, CollArgs, DataType, COLL_ALL_GATHER, COLL_BROADCAST, COLL_REDUCE, COLL_REDUCE_SCATTER,
+    AllReduceArgs, CollArgs, DataType, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL, COLL_BROADCAST,
+    COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
 use crate::coll::all_reduce::all_reduce;
 use crate::coll::lsa::{copy_coll, reduce_coll};
@@ -25,7 +26,8 @@ pub const ALL_REDUCE_KERNELS: [&str; 12] = [
     "oxccl_all_reduce_f8e5m2",
 ];
 
-/// PTX entry name of the broadcast and all-gather kernel (a byte copy, any data type).
+/// PTX entry name of the broadcast, all-gather, all-to-all, gather, scatter and
+/// all-gather-v kernel (a byte copy, any data type).
 pub const COPY_COLL_KERNEL: &str = "oxccl_copy_coll";
 
 /// PTX entry names of the reduce and reduce-scatter kernels, indexed by [`DataType`] value.
@@ -69,7 +71,8 @@ pub fn all_reduce_kernel_name(dtype: DataType) -> &'static str {
 /// Which kernel runs a [`CollArgs`] collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CollKernel {
-    /// Broadcast and all-gather: [`COPY_COLL_KERNEL`].
+    /// Broadcast, all-gather, all-to-all, gather, scatter and all-gather-v:
+    /// [`COPY_COLL_KERNEL`].
     Copy,
     /// Reduce and reduce-scatter of one data type: [`REDUCE_COLL_KERNELS`].
     Reduce(DataType),
@@ -79,7 +82,8 @@ impl CollKernel {
     /// The kernel for collective `coll` (a `COLL_*` id other than the all-reduce) on `dtype`.
     pub fn of(coll: u32, dtype: DataType) -> Option<Self> {
         match coll {
-            COLL_BROADCAST | COLL_ALL_GATHER => Some(CollKernel::Copy),
+            COLL_BROADCAST | COLL_ALL_GATHER | COLL_ALL_TO_ALL | COLL_GATHER | COLL_SCATTER
+            | COLL_ALL_GATHER_V => Some(CollKernel::Copy),
             COLL_REDUCE | COLL_REDUCE_SCATTER => Some(CollKernel::Reduce(dtype)),
             _ => None,
         }
@@ -122,7 +126,7 @@ pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
 }
 
 /// Runs the kernel body of a [`CollArgs`] collective (the CPU backend's entry point): the
-/// copy kernel's for broadcast and all-gather, the reduce kernel's of `args.dtype` for
+/// copy kernel's for the data-movement collectives, the reduce kernel's of `args.dtype` for
 /// reduce and reduce-scatter.
 ///
 /// # Safety
@@ -176,8 +180,8 @@ mod gpu {
     all_reduce_kernel!(oxccl_all_reduce_f8e4m3, F8E4M3);
     all_reduce_kernel!(oxccl_all_reduce_f8e5m2, F8E5M2);
 
-    /// Broadcast and all-gather kernel entry (a byte copy; the collective is a run-time
-    /// argument).
+    /// Broadcast, all-gather, all-to-all, gather, scatter and all-gather-v kernel entry (a
+    /// byte copy; the collective is a run-time argument).
     #[no_mangle]
     pub unsafe extern "ptx-kernel" fn oxccl_copy_coll(args: CollArgs) {
         copy_coll(&ExecCtx::current(), &args)

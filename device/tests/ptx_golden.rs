@@ -115,3 +115,23 @@ fn all_reduce_kernels_use_the_protocol_instructions() {
         "a kernel has a panic path (core::panicking is called)"
     );
 }
+
+/// Every kernel takes its arguments struct by value: the PTX parameter must be exactly the
+/// size the host packs ([`CollArgs`] grew a field in ABI version 2), or host and PTX would
+/// read different layouts without noticing.
+#[test]
+fn kernel_parameters_are_the_abi_structs() {
+    use oxccl_device::abi::{AllReduceArgs, CollArgs};
+    use oxccl_device::kernels::{ALL_REDUCE_KERNELS, COPY_COLL_KERNEL, REDUCE_COLL_KERNELS};
+    let ptx = ptx();
+    let want = |name: &str, size: usize| {
+        let decl = format!(".param .align 8 .b8 {name}_param_0[{size}]");
+        assert!(ptx.contains(&decl), "{name}: expected `{decl}` in the PTX");
+    };
+    for name in ALL_REDUCE_KERNELS {
+        want(name, core::mem::size_of::<AllReduceArgs>());
+    }
+    for name in REDUCE_COLL_KERNELS.into_iter().chain([COPY_COLL_KERNEL]) {
+        want(name, core::mem::size_of::<CollArgs>());
+    }
+}

@@ -1,20 +1,27 @@
-//! Kernel bodies of the broadcast, reduce, all-gather and reduce-scatter, by load/store
-//! across ranks. Each collective's module plans the data pass of this rank (sources,
-//! destinations, range); the bodies here frame it with the barriers and run it through one
-//! [`reduce_copy`] instantiation per element type and operator, shared by the collectives
-//! (so the PTX grows by one loop per operator and type, not per collective):
-//! - [`copy_coll`]: broadcast and all-gather, a byte copy whatever the data type;
+//! Kernel bodies of the broadcast, reduce, all-gather, reduce-scatter, all-to-all, gather,
+//! scatter and all-gather-v, by load/store across ranks. Each collective's module plans the
+//! data pass of this rank (sources, destinations, range); the bodies here frame it with the
+//! barriers and run it through [`reduce_copy`], one instantiation per element type and
+//! operator shared by the collectives (so the PTX grows by one loop per operator and type,
+//! not per collective):
+//! - [`copy_coll`]: broadcast, all-gather, all-to-all, gather, scatter and all-gather-v, a
+//!   byte copy whatever the data type. The all-to-all (`nranks` copies, each of one block to
+//!   one address) has a call site of its own: merged into the others' (whose plans carry up
+//!   to `FAN` destinations), its loop raised the kernel from 64 to 94 registers.
 //! - [`reduce_coll`]: reduce and reduce-scatter for element type `T`, the operator chosen at
 //!   run time.
 
-use crate::abi::{CollArgs, RedOp, COLL_ALL_GATHER, COLL_BROADCAST, COLL_REDUCE, COLL_REDUCE_SCATTER};
+use crate::abi::{
+    CollArgs, RedOp, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_GATHER,
+    COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
+};
 use crate::coll::frame::{enter, exit, report_bad_arg};
 use crate::coll::reduce_copy::reduce_copy;
-use crate::coll::{all_gather, broadcast, reduce, reduce_scatter};
+use crate::coll::{all_gather, all_gather_v, all_to_all, broadcast, gather, reduce, reduce_scatter, scatter};
 use crate::exec::ExecCtx;
 use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Sum};
 
-/// Broadcast or all-gather (by `a.coll`).
+/// Broadcast, all-gather, all-to-all, gather, scatter or all-gather-v (by `a.coll`).
 ///
 /// # Safety
 /// `a` must describe valid buffers on every rank (sizes as documented on [`CollArgs`]) and
@@ -24,14 +31,27 @@ pub unsafe fn copy_coll(ctx: &ExecCtx, a: &CollArgs) {
     let Some(lines) = enter(ctx, a) else {
         return;
     };
-    let plan = match a.coll {
-        COLL_BROADCAST => Some(broadcast::plan(a, lines)),
-        COLL_ALL_GATHER => Some(all_gather::plan(a, lines)),
-        _ => None,
-    };
-    match plan {
-        Some((srcs, dsts, lo, hi)) => reduce_copy::<u8, Sum>(ctx, &Sum, &srcs, &dsts, lo, hi),
-        None => report_bad_arg(ctx, a, a.coll),
+    if a.coll == COLL_ALL_TO_ALL {
+        // One copy per peer, each of one block to one address.
+        let mut k = 0;
+        while k < all_to_all::steps(a) {
+            let (src, dst, lo, hi) = all_to_all::plan(a, lines, k);
+            reduce_copy::<u8, Sum>(ctx, &Sum, &src, &dst, lo, hi);
+            k += 1;
+        }
+    } else {
+        let plan = match a.coll {
+            COLL_BROADCAST => Some(broadcast::plan(a, lines)),
+            COLL_ALL_GATHER => Some(all_gather::plan(a, lines)),
+            COLL_GATHER => Some(gather::plan(a, lines)),
+            COLL_SCATTER => Some(scatter::plan(a, lines)),
+            COLL_ALL_GATHER_V => Some(all_gather_v::plan(a, lines)),
+            _ => None,
+        };
+        match plan {
+            Some((srcs, dsts, lo, hi)) => reduce_copy::<u8, Sum>(ctx, &Sum, &srcs, &dsts, lo, hi),
+            None => report_bad_arg(ctx, a, a.coll),
+        }
     }
     exit(ctx, a);
 }

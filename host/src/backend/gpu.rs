@@ -63,7 +63,8 @@ struct DeviceState {
     sms: u32,
     /// Blocks of each all-reduce kernel that fit on one SM at once.
     blocks_per_sm: HashMap<DataType, u32>,
-    /// The broadcast/reduce/all-gather/reduce-scatter kernels and their blocks per SM.
+    /// The [`CollArgs`] collectives' kernels (copy and per-dtype reduce) and their blocks per
+    /// SM.
     colls: HashMap<CollKernel, (usize, u32)>,
 }
 

@@ -119,7 +119,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// `ranks_per_device` ranks share one device and their kernels must all be resident at
     /// once (they wait on each other).
     fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: oxccl_device::abi::DataType) -> u32;
-    /// Enqueue the broadcast, reduce, all-gather or reduce-scatter `kernel` on `stream`
+    /// Enqueue the kernel of a [`CollArgs`] collective (every one but the all-reduce) on `stream`
     /// (`kernel` is [`CollKernel::of`] `args.coll` and `args.dtype`).
     fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()>;
     /// As [`Backend::max_blocks_per_rank`], for `kernel`.

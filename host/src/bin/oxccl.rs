@@ -32,14 +32,17 @@ enum BackendArg {
 struct CheckArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// Collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, or all.
+    /// Collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all,
+    /// gather, scatter, all_gather_v, or all.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub colls: Vec<String>,
     /// Rank counts, e.g. 1,2,3,8.
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,8")]
     pub ranks: Vec<usize>,
     /// Element counts (K/M/G suffixes allowed), as NCCL counts them: per rank for
-    /// all-gather (`sendcount`), of the output for reduce-scatter (`recvcount`).
+    /// all-gather (`sendcount`), of the output for reduce-scatter (`recvcount`), per block
+    /// for all-to-all, gather and scatter, the most per rank for all-gather-v (random
+    /// counts and displacements).
     #[arg(long, value_delimiter = ',', default_value = "0,1,2,7,31,1000,4099,65537")]
     pub counts: Vec<String>,
     /// Data types (names as printed by `info`), or all.
@@ -63,7 +66,8 @@ struct CheckArgs {
 struct PerfArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// Collective: all_reduce, broadcast, reduce, all_gather, reduce_scatter.
+    /// Collective: all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all,
+    /// gather, scatter, all_gather_v (timed with the all-gather's layout).
     #[arg(long, default_value = "all_reduce")]
     pub coll: String,
     /// Root of broadcast and reduce.
@@ -346,16 +350,12 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
     println!(
         "oxccl perf: {what} on {ranks} ranks sharing device 0, {desc}; median of {reps} x {iters} iterations"
     );
-    println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce: 2 x ranks x bytes; the others: (ranks + 1) x the data of one rank)");
+    println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce and all-to-all: 2 x ranks x bytes; gather and scatter: 2 x bytes; the others: (ranks + 1) x the data of one rank)");
     println!(
         "{:>8} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
         "bytes", "count", "algo", "time(us)", "algbw", "busbw", "copy(us)", "alg GB/s", "copy GB/s", "ratio"
     );
-    let per_rank = if matches!(coll, Coll::AllGather | Coll::ReduceScatter) {
-        ranks
-    } else {
-        1
-    };
+    let per_rank = if coll.is_blocked() { ranks } else { 1 };
     let mut bytes = lo.max(dt.size() * per_rank);
     while bytes <= hi {
         let count = bytes / dt.size() / per_rank;
@@ -373,8 +373,10 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
         let size = harness::size_bytes(coll, ranks, count, dt.size());
         let tc = harness::time_copy(&r, size, iters, reps).map_err(|e| e.to_string())?;
         let algbw = size as f64 / t / 1e9;
-        let moved = if coll == Coll::AllReduce {
+        let moved = if matches!(coll, Coll::AllReduce | Coll::AllToAll) {
             2.0 * ranks as f64 * size as f64
+        } else if matches!(coll, Coll::Gather | Coll::Scatter) {
+            2.0 * size as f64
         } else {
             (ranks as f64 + 1.0) * (count * dt.size()) as f64 * per_rank as f64
         };

@@ -82,6 +82,7 @@ impl Comm {
             dtype,
             op: None,
             root: None,
+            v: None,
         };
         self.launch(call, bytes, stream)
     }

@@ -76,6 +76,7 @@ impl Comm {
             dtype,
             op: None,
             root: Some(root),
+            v: None,
         };
         self.launch(call, bytes, stream)
     }

@@ -1,6 +1,8 @@
-//! The launch path shared by broadcast, reduce, all-gather and reduce-scatter: argument
-//! checks common to all four, the grid, the fingerprint, the epochs and the [`CollArgs`].
+//! The launch path shared by the [`CollArgs`] collectives (every one but the all-reduce):
+//! argument checks common to all, the grid, the fingerprint, the epochs and the arguments.
 
+#[cfg(doc)]
+use oxccl_device::abi::counts_hash;
 use oxccl_device::abi::{coll_fingerprint, CollArgs, DataType, Header};
 
 use super::{coll_name, Op};
@@ -21,8 +23,22 @@ pub(crate) struct Call {
     pub dtype: DataType,
     /// The operator (reduce and reduce-scatter).
     pub op: Option<Op>,
-    /// The root (broadcast and reduce).
+    /// The root (broadcast, reduce, gather and scatter).
     pub root: Option<u32>,
+    /// All-gather-v's layout (`count` is then this rank's own count).
+    pub v: Option<VLayout>,
+}
+
+/// What the launch needs of an all-gather-v's counts and displacements (validated).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct VLayout {
+    /// This rank's displacement (elements).
+    pub displ: usize,
+    /// Sum of every rank's count: nothing runs when it is 0 (the same on every rank).
+    pub total: usize,
+    /// [`counts_hash`] of the counts and displacements: in the fingerprint in place of the
+    /// count.
+    pub hash: u64,
 }
 
 impl Comm {
@@ -73,8 +89,8 @@ impl Comm {
         Ok(())
     }
 
-    /// Validate what is common to the four collectives and launch `call` on `stream`.
-    /// `bytes` is the most this rank's kernel moves (it sizes the grid).
+    /// Validate what is common to the collectives and launch `call` on `stream`. `bytes`
+    /// sizes the grid: it must be the same on every rank (blocks are matched by index).
     ///
     /// # Safety
     /// The addresses of `call` must be valid for the collective's sizes until it completes
@@ -94,7 +110,8 @@ impl Comm {
         if let Some(root) = call.root {
             self.check_root(name, root)?;
         }
-        if call.count == 0 {
+        // The same decision on every rank: all-gather-v runs unless every count is 0.
+        if call.v.map_or(call.count, |v| v.total) == 0 {
             return Ok(());
         }
         let Some(kernel) = CollKernel::of(call.coll, call.dtype) else {
@@ -102,7 +119,8 @@ impl Comm {
         };
         let grid = self.coll_grid(bytes as u64, kernel);
         let (op, root) = (call.op.map_or(0, |o| o.red_op() as u32), call.root.unwrap_or(0));
-        let fp = coll_fingerprint(call.coll, call.count as u64, call.dtype as u32, op, root);
+        let shape = call.v.map_or(call.count as u64, |v| v.hash);
+        let fp = coll_fingerprint(call.coll, shape, call.dtype as u32, op, root);
         let epoch = self.next_epoch(name);
         let args = CollArgs {
             header: Header::of::<CollArgs>(),
@@ -120,6 +138,7 @@ impl Comm {
                 _ => 0,
             },
             fingerprint: fp,
+            displ: call.v.map_or(0, |v| v.displ as u64),
         };
         tracing::trace!(target: "oxccl::coll", ?grid, ?kernel, epoch, "launch {name}");
         self.group.backend.launch_coll(stream, grid, kernel, &args)

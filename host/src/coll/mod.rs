@@ -5,19 +5,26 @@
 //! One module per collective, each with a safe form on [`DeviceBuffer`]s (sizes checked)
 //! and an `unsafe` `*_raw` form on device addresses, like NCCL's API:
 //! [`Comm::all_reduce`], [`Comm::broadcast`], [`Comm::reduce`], [`Comm::all_gather`],
-//! [`Comm::reduce_scatter`]. Counts are NCCL's: all-gather takes the count per rank
-//! (`sendcount`), reduce-scatter the count of the output (`recvcount`).
+//! [`Comm::reduce_scatter`], [`Comm::all_to_all`], [`Comm::gather`], [`Comm::scatter`],
+//! [`Comm::all_gather_v`]. Counts are NCCL's: all-gather takes the count per rank
+//! (`sendcount`), reduce-scatter the count of the output (`recvcount`), all-to-all, gather
+//! and scatter the count of one block (the blocked buffer holds `nranks * count`),
+//! all-gather-v one count and one displacement per rank.
 
 mod all_gather;
+mod all_gather_v;
 mod all_reduce;
+mod all_to_all;
 mod broadcast;
+mod gather;
 mod launch;
 mod reduce;
 mod reduce_scatter;
+mod scatter;
 
 use oxccl_device::abi::{
-    DataType, RedOp, ALGO_ONE_SHOT, ALGO_TWO_SHOT, COLL_ALL_GATHER, COLL_ALL_REDUCE, COLL_BROADCAST,
-    COLL_REDUCE, COLL_REDUCE_SCATTER,
+    DataType, RedOp, ALGO_ONE_SHOT, ALGO_TWO_SHOT, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_REDUCE,
+    COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
 
 use crate::backend::{CollKernel, Grid};
@@ -143,6 +150,10 @@ pub fn coll_name(coll: u32) -> &'static str {
         COLL_REDUCE => "reduce",
         COLL_ALL_GATHER => "all_gather",
         COLL_REDUCE_SCATTER => "reduce_scatter",
+        COLL_ALL_TO_ALL => "all_to_all",
+        COLL_GATHER => "gather",
+        COLL_SCATTER => "scatter",
+        COLL_ALL_GATHER_V => "all_gather_v",
         _ => "collective",
     }
 }

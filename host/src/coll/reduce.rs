@@ -82,6 +82,7 @@ impl Comm {
             dtype,
             op: Some(op),
             root: Some(root),
+            v: None,
         };
         self.launch(call, bytes, stream)
     }

@@ -77,6 +77,7 @@ impl Comm {
             dtype,
             op: Some(op),
             root: None,
+            v: None,
         };
         self.launch(call, bytes, stream)
     }

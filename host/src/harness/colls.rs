@@ -1,4 +1,5 @@
-//! Checks of broadcast, reduce, all-gather and reduce-scatter: random inputs, outputs
+//! Checks of broadcast, reduce, all-gather and reduce-scatter (all-to-all, gather, scatter
+//! and all-gather-v are in [`super::moves`]): random inputs, outputs
 //! poisoned with 0xff (NaN for every float type, -1 for integers), every element of every
 //! rank compared with the host reference ([`verify`]), and every byte a collective must not
 //! write (other ranks' outputs of a reduce, the rest of an in-place reduce-scatter buffer,
@@ -20,16 +21,24 @@ pub enum Coll {
     Reduce,
     AllGather,
     ReduceScatter,
+    AllToAll,
+    Gather,
+    Scatter,
+    AllGatherV,
 }
 
 impl Coll {
     /// Every collective.
-    pub const ALL: [Coll; 5] = [
+    pub const ALL: [Coll; 9] = [
         Coll::AllReduce,
         Coll::Broadcast,
         Coll::Reduce,
         Coll::AllGather,
         Coll::ReduceScatter,
+        Coll::AllToAll,
+        Coll::Gather,
+        Coll::Scatter,
+        Coll::AllGatherV,
     ];
 
     /// Name as in the API (`all_reduce`, `broadcast`, ...).
@@ -40,6 +49,10 @@ impl Coll {
             Coll::Reduce => "reduce",
             Coll::AllGather => "all_gather",
             Coll::ReduceScatter => "reduce_scatter",
+            Coll::AllToAll => "all_to_all",
+            Coll::Gather => "gather",
+            Coll::Scatter => "scatter",
+            Coll::AllGatherV => "all_gather_v",
         }
     }
 
@@ -55,12 +68,23 @@ impl Coll {
 
     /// Whether it takes a root.
     pub fn has_root(self) -> bool {
-        matches!(self, Coll::Broadcast | Coll::Reduce)
+        matches!(
+            self,
+            Coll::Broadcast | Coll::Reduce | Coll::Gather | Coll::Scatter
+        )
+    }
+
+    /// Whether the buffer that NCCL's count does not describe holds `nranks` times as many
+    /// elements (all-gather's output, reduce-scatter's input, ...).
+    pub fn is_blocked(self) -> bool {
+        !matches!(self, Coll::AllReduce | Coll::Broadcast | Coll::Reduce)
     }
 }
 
 /// Run and check `coll` (`case.red` is ignored by copies, `root` by collectives without
-/// one). Returns the number of output elements checked.
+/// one; all-gather-v draws counts up to `case.count` and displacements from `case.seed`
+/// with [`super::v_layout`]; an in-place all-to-all checks that the call is
+/// rejected). Returns the number of output elements checked.
 pub fn check_coll(ranks: &Ranks, coll: Coll, case: Case, root: u32) -> Result<usize> {
     match coll {
         Coll::AllReduce => check_all_reduce(ranks, case),
@@ -68,11 +92,18 @@ pub fn check_coll(ranks: &Ranks, coll: Coll, case: Case, root: u32) -> Result<us
         Coll::Reduce => check_reduce(ranks, case, root),
         Coll::AllGather => check_all_gather(ranks, case),
         Coll::ReduceScatter => check_reduce_scatter(ranks, case),
+        Coll::AllToAll => super::moves::check_all_to_all(ranks, case),
+        Coll::Gather => super::moves::check_gather(ranks, case, root),
+        Coll::Scatter => super::moves::check_scatter(ranks, case, root),
+        Coll::AllGatherV => {
+            let (counts, displs) = super::moves::v_layout(ranks.n(), case.count, case.seed);
+            super::moves::check_all_gather_v(ranks, case.dtype, &counts, &displs, case.in_place, case.seed)
+        }
     }
 }
 
 /// Random inputs of `count` elements for each of `n` ranks (generated in parallel).
-fn inputs(n: usize, dt: DataType, red: RedOp, count: usize, seed: u64) -> Vec<Vec<u8>> {
+pub(super) fn inputs(n: usize, dt: DataType, red: RedOp, count: usize, seed: u64) -> Vec<Vec<u8>> {
     std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
             .map(|r| {
@@ -87,7 +118,7 @@ fn inputs(n: usize, dt: DataType, red: RedOp, count: usize, seed: u64) -> Vec<Ve
 }
 
 /// A buffer of `bytes` on `c`'s device holding `data`, or poisoned when `data` is `None`.
-fn buffer(c: &Comm, bytes: usize, data: Option<&[u8]>) -> Result<DeviceBuffer> {
+pub(super) fn buffer(c: &Comm, bytes: usize, data: Option<&[u8]>) -> Result<DeviceBuffer> {
     let mut b = DeviceBuffer::alloc(c.backend(), c.device(), bytes)?;
     match data {
         Some(d) => b.upload(d)?,
@@ -96,17 +127,17 @@ fn buffer(c: &Comm, bytes: usize, data: Option<&[u8]>) -> Result<DeviceBuffer> {
     Ok(b)
 }
 
-fn download(b: &DeviceBuffer, bytes: usize) -> Result<Vec<u8>> {
+pub(super) fn download(b: &DeviceBuffer, bytes: usize) -> Result<Vec<u8>> {
     let mut host = vec![0u8; bytes];
     b.download(&mut host)?;
     Ok(host)
 }
 
-fn fail(coll: Coll, r: usize, m: String) -> Error {
+pub(super) fn fail(coll: Coll, r: usize, m: String) -> Error {
     Error::Verify(format!("{} rank {r}: {m}", coll.name()))
 }
 
-fn check_root(ranks: &Ranks, root: u32) -> Result<()> {
+pub(super) fn check_root(ranks: &Ranks, root: u32) -> Result<()> {
     if root as usize >= ranks.n() {
         return Err(Error::Verify(format!("root {root} out of {} ranks", ranks.n())));
     }
@@ -281,9 +312,10 @@ pub fn check_reduce_scatter(ranks: &Ranks, case: Case) -> Result<usize> {
 /// Bytes per rank nccl-tests reports for `coll` of `count` elements of `size` bytes on `n`
 /// ranks: the larger of the input and the output.
 pub fn size_bytes(coll: Coll, n: usize, count: usize, size: usize) -> usize {
-    match coll {
-        Coll::AllGather | Coll::ReduceScatter => n * count * size,
-        _ => count * size,
+    if coll.is_blocked() {
+        n * count * size
+    } else {
+        count * size
     }
 }
 
@@ -293,8 +325,8 @@ pub fn bus_factor(coll: Coll, n: usize) -> f64 {
     match coll {
         Coll::AllReduce => crate::coll::all_reduce_bus_factor(n as usize),
         Coll::Broadcast | Coll::Reduce => 1.0,
-        Coll::AllGather | Coll::ReduceScatter if n > 1.0 => (n - 1.0) / n,
-        Coll::AllGather | Coll::ReduceScatter => 1.0,
+        _ if n > 1.0 => (n - 1.0) / n,
+        _ => 1.0,
     }
 }
 
@@ -316,10 +348,14 @@ pub fn time_coll(
     let n = ranks.n();
     let bytes = count * dt.size();
     let (sb, rb) = match coll {
-        Coll::AllGather => (bytes, n * bytes),
-        Coll::ReduceScatter => (n * bytes, bytes),
+        Coll::AllGather | Coll::Gather | Coll::AllGatherV => (bytes, n * bytes),
+        Coll::ReduceScatter | Coll::Scatter => (n * bytes, bytes),
+        Coll::AllToAll => (n * bytes, n * bytes),
         _ => (bytes, bytes),
     };
+    // All-gather-v timed on the all-gather's layout.
+    let counts = vec![count; n];
+    let displs: Vec<usize> = (0..n).map(|r| r * count).collect();
     let mut bufs = Vec::new();
     for c in &ranks.comms {
         let mut s = DeviceBuffer::alloc(c.backend(), c.device(), sb.max(1))?;
@@ -335,6 +371,10 @@ pub fn time_coll(
                 Coll::AllGather => c.all_gather(s, o, count, dt, st)?,
                 Coll::ReduceScatter => c.reduce_scatter(s, o, count, dt, op, st)?,
                 Coll::AllReduce => c.all_reduce(s, o, count, dt, op, st)?,
+                Coll::AllToAll => c.all_to_all(s, o, count, dt, st)?,
+                Coll::Gather => c.gather(s, o, count, dt, root, st)?,
+                Coll::Scatter => c.scatter(s, o, count, dt, root, st)?,
+                Coll::AllGatherV => c.all_gather_v(s, o, &counts, &displs, dt, st)?,
             }
         }
         Ok(())
