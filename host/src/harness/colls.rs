@@ -344,7 +344,6 @@ pub fn time_coll(
     if coll == Coll::AllReduce {
         return super::time_all_reduce(ranks, dt, op, count, false, t);
     }
-    let super::Timing { warmup, iters, reps } = t;
     let n = ranks.n();
     let bytes = count * dt.size();
     let (sb, rb) = match coll {
@@ -379,27 +378,5 @@ pub fn time_coll(
         }
         Ok(())
     };
-    for _ in 0..warmup {
-        launch(&mut bufs)?;
-    }
-    ranks.sync()?;
-    let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let mut starts = Vec::with_capacity(n);
-        for (c, s) in ranks.comms.iter().zip(&ranks.streams) {
-            starts.push(c.backend().record(s)?);
-        }
-        for _ in 0..iters {
-            launch(&mut bufs)?;
-        }
-        let mut worst: f64 = 0.0;
-        for (r, (c, s)) in ranks.comms.iter().zip(&ranks.streams).enumerate() {
-            let end = c.backend().record(s)?;
-            worst = worst.max(c.backend().elapsed(&starts[r], &end)?);
-        }
-        ranks.sync()?;
-        times.push(worst / iters as f64);
-    }
-    times.sort_by(|a, b| a.total_cmp(b));
-    Ok(times[times.len() / 2])
+    super::time_launches(ranks, t, || launch(&mut bufs))
 }

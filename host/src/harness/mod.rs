@@ -148,8 +148,6 @@ pub fn time_all_reduce(
     in_place: bool,
     t: Timing,
 ) -> Result<f64> {
-    let Timing { warmup, iters, reps } = t;
-    let n = ranks.n();
     let bytes = (count * dt.size()).max(1);
     let mut bufs = Vec::new();
     for c in &ranks.comms {
@@ -172,18 +170,26 @@ pub fn time_all_reduce(
         }
         Ok(())
     };
+    time_launches(ranks, t, || launch(&mut bufs))
+}
+
+/// Median time (seconds) of one call of `launch` (which enqueues one operation on every
+/// rank): `t.warmup` untimed calls, then `t.reps` repetitions of `t.iters` back-to-back calls
+/// timed with events on every rank's stream (the slowest rank's time counts).
+pub fn time_launches(ranks: &Ranks, t: Timing, mut launch: impl FnMut() -> Result<()>) -> Result<f64> {
+    let Timing { warmup, iters, reps } = t;
     for _ in 0..warmup {
-        launch(&mut bufs)?;
+        launch()?;
     }
     ranks.sync()?;
     let mut times = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        let mut starts = Vec::with_capacity(n);
+    for _ in 0..reps.max(1) {
+        let mut starts = Vec::with_capacity(ranks.n());
         for (c, s) in ranks.comms.iter().zip(&ranks.streams) {
             starts.push(c.backend().record(s)?);
         }
-        for _ in 0..iters {
-            launch(&mut bufs)?;
+        for _ in 0..iters.max(1) {
+            launch()?;
         }
         let mut worst: f64 = 0.0;
         for (r, (c, s)) in ranks.comms.iter().zip(&ranks.streams).enumerate() {
@@ -191,7 +197,7 @@ pub fn time_all_reduce(
             worst = worst.max(c.backend().elapsed(&starts[r], &end)?);
         }
         ranks.sync()?;
-        times.push(worst / iters as f64);
+        times.push(worst / iters.max(1) as f64);
     }
     times.sort_by(|a, b| a.total_cmp(b));
     Ok(times[times.len() / 2])
