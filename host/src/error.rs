@@ -100,6 +100,18 @@ pub enum Error {
     #[error("verification failed: {0}")]
     Verify(String),
 
+    /// The bootstrap (rendezvous, exchange of peer information) failed.
+    #[error("communicator init on rank {rank}: bootstrap: {source}")]
+    Bootstrap {
+        rank: u32,
+        #[source]
+        source: crate::bootstrap::BootstrapError,
+    },
+
+    /// Ranks that cannot reach each other's memory (reported, never guessed).
+    #[error("communicator init on rank {rank}: {what}")]
+    Unreachable { rank: u32, what: String },
+
     /// Communicator creation failed.
     #[error("communicator init: {0}")]
     Init(String),

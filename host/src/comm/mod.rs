@@ -31,17 +31,24 @@ impl Default for Config {
     }
 }
 
-struct RankRes {
+mod init_rank;
+
+pub(crate) struct RankRes {
     device: usize,
     inbox: u64,
     table: u64,
     error: u64,
 }
 
-/// Resources shared by the ranks of one communicator created in this process.
+/// Resources of the ranks of one communicator that live in this process: all of them after
+/// [`Comm::init_all`], one after [`Comm::init_rank`]. Freed together when the last of those
+/// ranks' `Comm`s is dropped.
 pub(crate) struct Group {
     pub backend: Arc<dyn Backend>,
-    ranks: Vec<RankRes>,
+    /// Ranks of the communicator.
+    nranks: u32,
+    /// This process's ranks' resources, by rank.
+    ranks: std::collections::BTreeMap<u32, RankRes>,
     abort: MappedMem,
     /// Most ranks placed on one device (limits blocks per rank).
     pub ranks_per_device: usize,
@@ -50,17 +57,24 @@ pub(crate) struct Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        let n = self.ranks.len() as u32;
-        for r in &self.ranks {
-            // SAFETY: allocated in init_all with these sizes; ranks synchronize before drop.
+        let n = self.nranks;
+        for r in self.ranks.values() {
+            // SAFETY: allocated with these sizes (0 = never allocated, after a failed init);
+            // ranks synchronize their streams before dropping their communicators.
             unsafe {
-                self.backend.free(r.device, r.inbox, inbox_bytes(n));
-                self.backend.free(r.device, r.table, 8 * n as usize);
-                self.backend
-                    .free(r.device, r.error, std::mem::size_of::<ErrorRecord>());
+                if r.inbox != 0 {
+                    self.backend.free(r.device, r.inbox, inbox_bytes(n));
+                }
+                if r.table != 0 {
+                    self.backend.free(r.device, r.table, 8 * n as usize);
+                }
+                if r.error != 0 {
+                    self.backend
+                        .free(r.device, r.error, std::mem::size_of::<ErrorRecord>());
+                }
             }
         }
-        let dev = self.ranks.first().map(|r| r.device).unwrap_or(0);
+        let dev = self.ranks.values().next().map(|r| r.device).unwrap_or(0);
         // SAFETY: as above.
         unsafe { self.backend.free_mapped(dev, self.abort) };
     }
@@ -173,7 +187,12 @@ impl Comm {
         }
         let group = Arc::new(Group {
             backend: backend.clone(),
-            ranks,
+            nranks: n as u32,
+            ranks: ranks
+                .into_iter()
+                .enumerate()
+                .map(|(r, res)| (r as u32, res))
+                .collect(),
             abort,
             ranks_per_device: per_dev.values().copied().max().unwrap_or(1),
             config,
@@ -202,7 +221,7 @@ impl Comm {
 
     /// The device of this rank (NCCL's `ncclCommCuDevice`).
     pub fn device(&self) -> usize {
-        self.group.ranks[self.rank as usize].device
+        self.group.ranks[&self.rank].device
     }
 
     /// The backend this communicator runs on.
@@ -238,7 +257,7 @@ impl Comm {
 
     /// The kernel-side view of this rank.
     pub(crate) fn args(&self) -> CommArgs {
-        let me = &self.group.ranks[self.rank as usize];
+        let me = &self.group.ranks[&self.rank];
         CommArgs {
             header: Header::of::<CommArgs>(),
             rank: self.rank,
@@ -263,7 +282,7 @@ impl Comm {
     /// `ncclCommGetAsyncError`). Reads device memory: call after synchronizing, or accept
     /// a racy but harmless snapshot.
     pub fn async_error(&self) -> Result<()> {
-        let me = &self.group.ranks[self.rank as usize];
+        let me = &self.group.ranks[&self.rank];
         let mut raw = [0u8; std::mem::size_of::<ErrorRecord>()];
         self.group.backend.download(me.device, &mut raw, me.error)?;
         let u32_at = |o: usize| u32::from_le_bytes(raw[o..o + 4].try_into().unwrap());
