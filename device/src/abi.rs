@@ -320,19 +320,27 @@ unsafe impl DeviceCopy for CollArgs {}
 /// Fingerprint of a collective call: equal on every rank for matching calls.
 pub const fn fingerprint(coll: u32, count: u64, dtype: u32, op: u32, algo: u32) -> u64 {
     // FNV-1a over the fields; collisions only weaken mismatch detection, never correctness.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let words = [coll as u64, count, dtype as u64, op as u64, algo as u64];
+    let mut h = FNV_OFFSET;
     let mut i = 0;
     while i < words.len() {
-        let mut b = 0;
-        while b < 8 {
-            h ^= (words[i] >> (8 * b)) & 0xff;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-            b += 1;
-        }
+        h = fnv1a_u64(h, words[i]);
         i += 1;
     }
     h | 1
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// One FNV-1a step over the 8 little-endian bytes of `v`.
+const fn fnv1a_u64(mut h: u64, v: u64) -> u64 {
+    let mut b = 0;
+    while b < 8 {
+        h ^= (v >> (8 * b)) & 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+        b += 1;
+    }
+    h
 }
 
 /// Fingerprint of a call of one of the [`CollArgs`] collectives: the root takes the place of
@@ -347,18 +355,9 @@ pub const fn coll_fingerprint(coll: u32, count: u64, dtype: u32, op: u32, root: 
 /// their number) report a mismatch. FNV-1a over the length and every value; collisions only
 /// weaken mismatch detection.
 pub fn counts_hash(counts: &[usize], displs: &[usize]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |v: u64| {
-        for b in 0..8 {
-            h ^= (v >> (8 * b)) & 0xff;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(counts.len() as u64);
-    eat(displs.len() as u64);
+    let mut h = fnv1a_u64(fnv1a_u64(FNV_OFFSET, counts.len() as u64), displs.len() as u64);
     for (&c, &d) in counts.iter().zip(displs) {
-        eat(c as u64);
-        eat(d as u64);
+        h = fnv1a_u64(fnv1a_u64(h, c as u64), d as u64);
     }
     h
 }

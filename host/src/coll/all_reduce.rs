@@ -8,6 +8,8 @@ use crate::buffer::DeviceBuffer;
 use crate::comm::Comm;
 use crate::error::Result;
 
+const OP: &str = "all_reduce";
+
 impl Comm {
     /// Out-of-place all-reduce of `count` elements from `send` into `recv`.
     pub fn all_reduce(
@@ -19,19 +21,9 @@ impl Comm {
         op: Op,
         stream: &Stream,
     ) -> Result<()> {
-        let bytes = count * dtype.size();
-        for (name, b) in [("send", send as &DeviceBuffer), ("recv", recv)] {
-            if b.len() < bytes {
-                return Err(self.invalid(
-                    "all_reduce",
-                    format!(
-                        "{name} buffer holds {} bytes, {count} {} elements need {bytes}",
-                        b.len(),
-                        dtype.name()
-                    ),
-                ));
-            }
-        }
+        let bytes = self.bytes_of(OP, count, dtype, 1)?;
+        self.need(OP, "send", send, bytes)?;
+        self.need(OP, "recv", recv, bytes)?;
         // SAFETY: both buffers are live and large enough; `recv` is borrowed mutably.
         unsafe { self.all_reduce_raw(send.ptr(), recv.ptr(), count, dtype, op, stream) }
     }
@@ -45,17 +37,8 @@ impl Comm {
         op: Op,
         stream: &Stream,
     ) -> Result<()> {
-        let bytes = count * dtype.size();
-        if buf.len() < bytes {
-            return Err(self.invalid(
-                "all_reduce",
-                format!(
-                    "buffer holds {} bytes, {count} {} elements need {bytes}",
-                    buf.len(),
-                    dtype.name()
-                ),
-            ));
-        }
+        let bytes = self.bytes_of(OP, count, dtype, 1)?;
+        self.need(OP, "", buf, bytes)?;
         // SAFETY: live buffer of sufficient size, borrowed mutably.
         unsafe { self.all_reduce_raw(buf.ptr(), buf.ptr(), count, dtype, op, stream) }
     }
@@ -80,9 +63,9 @@ impl Comm {
             return Ok(());
         }
         if send == 0 || recv == 0 {
-            return Err(self.invalid("all_reduce", "null buffer address".into()));
+            return Err(self.invalid(OP, "null buffer address".into()));
         }
-        let bytes = (count * dtype.size()) as u64;
+        let bytes = self.bytes_of(OP, count, dtype, 1)? as u64;
         let algo = self.choose_algo(bytes);
         let grid = self.grid(bytes, dtype);
         let fp = fingerprint(
@@ -92,7 +75,7 @@ impl Comm {
             op.red_op() as u32,
             algo,
         );
-        let epoch = self.next_epoch("all_reduce");
+        let epoch = self.next_epoch(OP);
         let args = AllReduceArgs {
             header: Header::of::<AllReduceArgs>(),
             comm: self.args(),
