@@ -9,13 +9,21 @@
 # The device tool's usage (see benches/results/*.md for recorded runs):
 #   scripts/gpu-check.sh bundle && device run --carry bundle -- scripts/gpu-check.sh run
 #
-# Environment for `run`: QUICK=1 runs a reduced matrix.
+# Environment for `run`: QUICK=1 runs a reduced matrix; STEPS picks step groups (default
+# "matrix procs table"): matrix = every collective in one process (ranks 1..8 on the GPU);
+# procs = one process per rank under MPS (2, 4, 8 processes), then 2 without MPS;
+# table = bandwidth tables of 8 ranks next to a D2D copy and ATen's torch.sum.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-}
 case "$mode" in
 bundle)
+    # The cubin is not committed: assemble it from the committed PTX (ptxas from the pinned
+    # wheel), so the binary embeds it and the driver need not JIT-compile 10 MB of PTX.
+    scripts/setup-ptxas.sh
+    cargo run -q -p oxccl-builder -- --require-ptxas
+    git diff --quiet -- ptx/ || echo "warning: ptx/ differs from the committed one (device/ changed since)"
     cargo build --release -p oxccl
     rm -rf bundle && mkdir -p bundle
     cp target/release/oxccl bundle/
@@ -46,25 +54,50 @@ run)
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee -a "$log"
     step info "$bin" info
     step demo "$bin" demo --backend gpu
-    if [ "${QUICK:-0}" = 1 ]; then
-        step check "$bin" check --backend gpu --ranks 1,2,3,8 --counts 0,1,7,4099,65537
-    else
-        # every dtype x op x in/out of place, ranks 1..8, sizes 0, 1 element, odd and prime
-        step check "$bin" check --backend gpu --ranks 1,2,3,4,5,6,7,8 \
-            --counts 0,1,2,3,7,31,255,1000,4099,65537,1000003
-        # large sizes, every element checked (bytes per rank, per dtype). A 1 GiB case on 8
-        # ranks takes about 35 s (host reference), so 1 GiB is checked for the all-reduce only;
-        # all-gather, reduce-scatter, all-to-all, gather, scatter and all-gather-v move up to
-        # nranks x the size per rank.
-        step check-1g "$bin" check --backend gpu --bytes --colls all_reduce --ranks 8 --dtypes f32,bf16 \
-            --ops sum --counts 1G
-        step check-large "$bin" check --backend gpu --bytes --ranks 8,3 --dtypes bf16,f8e4m3,i32 \
-            --ops sum,max --counts 64M
-        step check-odd "$bin" check --backend gpu --colls all_reduce,broadcast,reduce --ranks 8,5 --dtypes bf16,f16,f64,u8 --ops sum,avg,premulsum \
-            --counts 16777259
+    steps=" ${STEPS:-matrix procs table} "
+    if [[ $steps == *" matrix "* ]]; then
+        if [ "${QUICK:-0}" = 1 ]; then
+            step check "$bin" check --backend gpu --ranks 1,2,3,8 --counts 0,1,7,4099,65537
+        else
+            # every dtype x op x in/out of place, ranks 1..8, sizes 0, 1 element, odd and prime
+            step check "$bin" check --backend gpu --ranks 1,2,3,4,5,6,7,8 \
+                --counts 0,1,2,3,7,31,255,1000,4099,65537,1000003
+            # large sizes, every element checked (bytes per rank, per dtype). A 1 GiB case on 8
+            # ranks takes about 35 s (host reference), so 1 GiB is checked for the all-reduce only.
+            step check-1g "$bin" check --backend gpu --bytes --colls all_reduce --ranks 8 --dtypes f32,bf16 \
+                --ops sum --counts 1G
+            step check-large "$bin" check --backend gpu --bytes --ranks 8,3 --dtypes bf16,f8e4m3,i32 \
+                --ops sum,max --counts 64M
+            step check-odd "$bin" check --backend gpu --colls all_reduce,broadcast,reduce --ranks 8,5 --dtypes bf16,f16,f64,u8 --ops sum,avg,premulsum \
+                --counts 16777259
+        fi
     fi
-    step perf-bf16 "$bin" perf --backend gpu --ranks 8 --dtype bf16 --op sum --min 1K --max 1G --step 4
-    step perf-f32 "$bin" perf --backend gpu --ranks 8 --dtype f32 --op sum --min 1K --max 1G --step 4
+    if [[ $steps == *" procs "* ]]; then
+        # One process per rank, all on this GPU, under MPS (its daemon started here as root).
+        export CUDA_MPS_PIPE_DIRECTORY=/tmp/oxccl-mps CUDA_MPS_LOG_DIRECTORY=/tmp/oxccl-mps-log
+        mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+        nvidia-cuda-mps-control -d && echo "mps daemon started" | tee -a "$log"
+        step procs-check "$bin" check --backend gpu --procs --ranks 2,4,8 \
+            --counts 0,1,7,4099,65537,1000003 --dtypes f32,bf16,i8,f64 --ops sum,max,premulsum
+        step procs-large "$bin" check --backend gpu --procs --bytes --ranks 2,8 --dtypes bf16 --ops sum --counts 64M
+        step procs-perf-f32 "$bin" perf --backend gpu --procs --ranks 2 --dtype f32 --op sum --min 16M --max 128M --step 8
+        step procs-perf-8 "$bin" perf --backend gpu --procs --ranks 8 --dtype bf16 --op sum --min 1K --max 256M --step 16
+        echo quit | nvidia-cuda-mps-control && echo "mps daemon stopped" | tee -a "$log"
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        # Without MPS the processes' kernels are time-sliced: correct, but each wait spans
+        # a time slice.
+        step procs-nomps "$bin" check --backend gpu --procs --ranks 2 --colls all_reduce,all_gather \
+            --counts 7,65537 --dtypes f32 --ops sum
+        step procs-nomps-perf "$bin" perf --backend gpu --procs --ranks 2 --dtype f32 --op sum --min 16M --max 16M --iters 5 --reps 3
+    fi
+    if [[ $steps == *" table "* ]]; then
+        for dt in bf16 f32; do
+            for coll in all_reduce all_gather reduce_scatter; do
+                step "table-$coll-$dt" "$bin" perf --backend gpu --coll $coll --ranks 8 --dtype $dt --op sum --min 1K --max 1G --step 4
+            done
+        done
+        step torch-ref python3 scripts/torch-ref.py --ranks 8 --min 1K --max 1G
+    fi
     echo "=== summary"
     cat "$out/summary.txt"
     exit $status
