@@ -25,7 +25,7 @@ use crate::abi::{AllReduceArgs, RedOp, SyncLine, ALGO_ONE_SHOT, ERR_MISMATCH};
 use crate::coll::reduce_copy::{reduce_copy, Addrs, Field};
 use crate::exec::ExecCtx;
 use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Reduce, Sum};
-use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, Payload};
+use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, wait_payload, Payload};
 use crate::prims::wait::{failed_before, report_error};
 
 /// The all-reduce kernel body for element type `T` (dispatches on the operator).
@@ -80,7 +80,7 @@ unsafe fn run<T: Elem, O: Reduce<T>>(ctx: &ExecCtx, a: &AllReduceArgs, op: O) {
             fingerprint: a.fingerprint,
         }),
     );
-    if !wait(ctx, comm, a.epoch + 1) {
+    if !wait_payload(ctx, comm, a.epoch + 1) {
         return;
     }
     let lines = line_addr(inbox_of(comm, comm.rank), n, ctx.block, 0) as *const SyncLine;

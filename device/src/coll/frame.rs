@@ -14,7 +14,7 @@ use crate::abi::{CollArgs, SyncLine, ERR_MISMATCH};
 use crate::arch;
 use crate::coll::reduce_copy::{Addrs, Field, FAN};
 use crate::exec::ExecCtx;
-use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, Payload};
+use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, wait_payload, Payload};
 use crate::prims::wait::{failed_before, report_error};
 
 /// The entry barrier and fingerprint check. Returns this block's inbox lines (one per rank,
@@ -39,7 +39,7 @@ pub unsafe fn enter(ctx: &ExecCtx, a: &CollArgs) -> Option<*const SyncLine> {
             fingerprint: a.fingerprint,
         }),
     );
-    if !wait(ctx, comm, a.epoch + 1) {
+    if !wait_payload(ctx, comm, a.epoch + 1) {
         return None;
     }
     let lines = line_addr(inbox_of(comm, comm.rank), n, ctx.block, 0) as *const SyncLine;

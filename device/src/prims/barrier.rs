@@ -39,10 +39,7 @@ pub fn line_addr(inbox: u64, nranks: u32, block: u32, src: u32) -> *mut SyncLine
     (inbox as *mut SyncLine).wrapping_add(block as usize * nranks as usize + src as usize)
 }
 
-/// Bytes of one rank's inbox.
-pub const fn inbox_bytes(nranks: u32) -> usize {
-    MAX_BLOCKS * nranks as usize * core::mem::size_of::<SyncLine>()
-}
+pub use crate::prims::layout::inbox_bytes;
 
 /// The inbox base address of rank `q`, as seen by this rank.
 ///
@@ -51,6 +48,16 @@ pub const fn inbox_bytes(nranks: u32) -> usize {
 #[inline(always)]
 pub unsafe fn inbox_of(comm: &CommArgs, q: u32) -> u64 {
     arch::load_u64((comm.inboxes as *const u64).add(q as usize))
+}
+
+/// The delta to add to an address rank `q` published to reach it from this rank (see
+/// [`crate::prims::layout`]; 0 for ranks in this process).
+///
+/// # Safety
+/// `comm.inboxes` must point to a full table (`2 * nranks` entries).
+#[inline(always)]
+pub unsafe fn delta_of(comm: &CommArgs, q: u32) -> u64 {
+    arch::load_u64((comm.inboxes as *const u64).add((comm.nranks + q) as usize))
 }
 
 /// What an arrival publishes besides its epoch.
@@ -109,6 +116,47 @@ pub unsafe fn wait(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
             report_error(comm.error, e.code(), comm.rank, t, ctx.block, epoch, last);
             failed = true;
             break;
+        }
+        t += ctx.block_dim;
+    }
+    !ctx.sync_threads_or(failed)
+}
+
+/// [`wait`] for an arrival with a payload, then translate the published addresses into this
+/// rank's address space: thread `t` adds [`delta_of`] `t` to the `send` and `recv` of line
+/// `(block, t)` of its own inbox (skipped when the delta is 0, as for every rank of this
+/// process). The line is rewritten only by its peer's next entry arrival, which comes after
+/// this rank's exit arrival of the same operation, so the translated values stay put while
+/// they are used; the block barrier that ends [`wait`] publishes them to the block.
+///
+/// # Safety
+/// As [`wait`]; the arrival at `epoch` must carry a payload.
+#[inline]
+pub unsafe fn wait_payload(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
+    let waiter = Waiter {
+        abort_flag: comm.abort_flag,
+        timeout_ns: comm.timeout_ns,
+    };
+    let my_inbox = inbox_of(comm, comm.rank);
+    let mut failed = false;
+    let mut t = ctx.thread;
+    while t < comm.nranks {
+        let line = line_addr(my_inbox, comm.nranks, ctx.block, t);
+        if let Err(e) = waiter.wait_geq_acquire_sys(core::ptr::addr_of!((*line).epoch), epoch) {
+            let last = match e {
+                crate::prims::wait::WaitError::Timeout { last } => last,
+                crate::prims::wait::WaitError::Aborted => 0,
+            };
+            report_error(comm.error, e.code(), comm.rank, t, ctx.block, epoch, last);
+            failed = true;
+            break;
+        }
+        let d = delta_of(comm, t);
+        if d != 0 {
+            let s = core::ptr::addr_of_mut!((*line).send);
+            let r = core::ptr::addr_of_mut!((*line).recv);
+            arch::store_u64(s, arch::load_u64(s).wrapping_add(d));
+            arch::store_u64(r, arch::load_u64(r).wrapping_add(d));
         }
         t += ctx.block_dim;
     }

@@ -1,0 +1,61 @@
+//! Layout of one rank's inbox allocation: the memory its peers write into. On a
+//! communicator whose ranks live in several processes this allocation is part of the rank's
+//! shared segment, mapped by every peer, so everything peers must store into lives here.
+//!
+//! ```text
+//! offset 0              barrier lines   [MAX_BLOCKS][nranks] SyncLine   (prims::barrier)
+//! p2p_offset(n)         p2p mailboxes   p2p_bytes(n)                    (send/recv)
+//! ll_offset(n)          LL lines        ll_bytes(n)                     (LL all-reduce)
+//! inbox_bytes(n)        end
+//! ```
+//!
+//! Every region starts on a 4096-byte boundary. Each region's size is a function of the rank
+//! count only, so every rank computes the same layout for every peer.
+//!
+//! The communicator's address table (`CommArgs::inboxes`) holds `2 * nranks` u64s: entries
+//! `[0, n)` are the ranks' inbox bases as addressable by this rank, entries `[n, 2n)` the
+//! deltas to add (wrapping) to an address rank `q` published (a buffer in `q`'s address
+//! space) to get the same byte in this rank's (0 when `q` is in this process).
+
+use crate::abi::{SyncLine, MAX_BLOCKS};
+
+const ALIGN: usize = 4096;
+
+const fn round_up(x: usize) -> usize {
+    x.div_ceil(ALIGN) * ALIGN
+}
+
+/// Bytes of the barrier lines.
+pub const fn barrier_bytes(nranks: u32) -> usize {
+    MAX_BLOCKS * nranks as usize * core::mem::size_of::<SyncLine>()
+}
+
+/// Offset of the p2p mailboxes.
+pub const fn p2p_offset(nranks: u32) -> usize {
+    round_up(barrier_bytes(nranks))
+}
+
+/// Bytes of the p2p mailboxes.
+pub const fn p2p_bytes(_nranks: u32) -> usize {
+    0
+}
+
+/// Offset of the LL lines.
+pub const fn ll_offset(nranks: u32) -> usize {
+    p2p_offset(nranks) + round_up(p2p_bytes(nranks))
+}
+
+/// Bytes of the LL lines.
+pub const fn ll_bytes(_nranks: u32) -> usize {
+    0
+}
+
+/// Bytes of one rank's inbox allocation.
+pub const fn inbox_bytes(nranks: u32) -> usize {
+    ll_offset(nranks) + round_up(ll_bytes(nranks))
+}
+
+/// Bytes of the address table of an `nranks` communicator (inbox bases, then deltas).
+pub const fn table_bytes(nranks: u32) -> usize {
+    16 * nranks as usize
+}
