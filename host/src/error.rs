@@ -112,7 +112,62 @@ pub enum Error {
     #[error("communicator init on rank {rank}: {what}")]
     Unreachable { rank: u32, what: String },
 
+    /// A non-blocking operation (a pending init or split, see `InitHandle`) has not finished
+    /// yet (NCCL's `ncclInProgress`).
+    #[error("{op} on rank {rank}: in progress")]
+    InProgress { op: &'static str, rank: u32 },
+
+    /// A call on a communicator after `Comm::finalize`.
+    #[error("{op} on rank {rank}: the communicator was finalized (only destroy is valid after finalize)")]
+    Finalized { op: &'static str, rank: u32 },
+
+    /// A host-side exchange among the ranks of a communicator (split, finalize) passed its
+    /// timeout (`OXCCL_BOOTSTRAP_TIMEOUT_MS`) before the ranks in `missing` joined it.
+    #[error("{op} on rank {rank}: timed out after {timeout:?} waiting for ranks {missing:?}; they did not call {op}")]
+    ControlTimeout {
+        op: &'static str,
+        rank: u32,
+        missing: Vec<u32>,
+        timeout: std::time::Duration,
+    },
+
+    /// A host-side exchange among the ranks of a communicator failed in the bootstrap layer.
+    #[error("{op} on rank {rank}: {source}")]
+    Control {
+        op: &'static str,
+        rank: u32,
+        #[source]
+        source: crate::bootstrap::BootstrapError,
+    },
+
+    /// What a pending init's `async_error` reports once it failed (the error itself is
+    /// returned by `InitHandle::wait` and `InitHandle::take`).
+    #[error("{op} on rank {rank} failed: {message}")]
+    InitFailed {
+        op: &'static str,
+        rank: u32,
+        message: String,
+    },
+
     /// Communicator creation failed.
+    /// Setting up or using a transport between processes failed.
+    #[error("{op} on rank {rank} (peer {}): {what}", peer_name(*.peer))]
+    Transport {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        what: String,
+    },
+
     #[error("communicator init: {0}")]
     Init(String),
+}
+
+/// A peer rank in a message (`u32::MAX`: none).
+fn peer_name(p: u32) -> String {
+    if p == u32::MAX {
+        "none".into()
+    } else {
+        p.to_string()
+    }
 }

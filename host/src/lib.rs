@@ -1,7 +1,9 @@
 //! oxccl: GPU collective communication in Rust.
 //!
 //! - [`Comm`]: communicators (`Comm::init_all` for every rank in one process; several ranks
-//!   may share a device).
+//!   may share a device; `Comm::init_rank` one rank per call), [`Comm::split`],
+//!   [`Comm::finalize`], [`Comm::destroy`], and non-blocking creation behind an
+//!   [`InitHandle`].
 //! - [`Comm::all_reduce`] and friends: collectives on device buffers and streams.
 //! - [`backend`]: the GPU backend (CUDA driver, PTX from `device/`) and the CPU backend
 //!   (the same device functions on host threads).
@@ -9,6 +11,7 @@
 //! Errors are [`Error`]; device-side failures (timeouts, aborts, mismatched calls) are
 //! reported through [`Comm::async_error`].
 
+pub mod abort;
 pub mod backend;
 pub mod bootstrap;
 pub mod buffer;
@@ -19,11 +22,12 @@ pub mod harness;
 pub mod logging;
 pub mod settings;
 pub mod sys;
+pub mod transport;
 pub mod verify;
 
 pub use backend::{Backend, BackendKind, Stream};
 pub use buffer::DeviceBuffer;
 pub use coll::Op;
-pub use comm::{Comm, Config};
+pub use comm::{Comm, Config, InitHandle};
 pub use error::{Error, Result};
 pub use oxccl_device::abi::{DataType, RedOp};

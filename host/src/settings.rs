@@ -32,6 +32,11 @@ pub const SETTINGS: &[Setting] = &[
         help: "device wait timeout in milliseconds: a rank that does not reach a collective turns into an error naming it (0 = wait forever)",
     },
     Setting {
+        name: "NCCL_COMM_BLOCKING",
+        default: "1",
+        help: "default of Config::blocking: 1 = Comm::start_init_*/start_split run on the calling thread, 0 = in the background (poll the InitHandle)",
+    },
+    Setting {
         name: "OXCCL_BOOTSTRAP_TIMEOUT_MS",
         default: "120000",
         help: "bootstrap (rendezvous, all-gather, barrier, control messages) timeout in milliseconds; 0 = none",
@@ -50,6 +55,11 @@ pub const SETTINGS: &[Setting] = &[
         name: "OXCCL_ONESHOT_MAX_BYTES",
         default: "65536",
         help: "auto tuner: largest all-reduce (bytes per rank) that uses one-shot",
+    },
+    Setting {
+        name: "OXCCL_STAGING_BYTES",
+        default: "33554432",
+        help: "communicators spanning processes: bytes of each of a rank's two staging buffers (must be equal on every rank)",
     },
     Setting {
         name: "OXCCL_MAX_BLOCKS",
@@ -98,9 +108,19 @@ pub fn timeout_ns() -> u64 {
     get_u64("OXCCL_TIMEOUT_MS").saturating_mul(1_000_000)
 }
 
+/// `NCCL_COMM_BLOCKING`: false only for `0`.
+pub fn comm_blocking() -> bool {
+    get_u64("NCCL_COMM_BLOCKING") != 0
+}
+
 /// `OXCCL_ONESHOT_MAX_BYTES`.
 pub fn oneshot_max_bytes() -> u64 {
     get_u64("OXCCL_ONESHOT_MAX_BYTES")
+}
+
+/// `OXCCL_STAGING_BYTES`, at least 4096.
+pub fn staging_bytes() -> usize {
+    (get_u64("OXCCL_STAGING_BYTES") as usize).max(4096)
 }
 
 /// `OXCCL_MAX_BLOCKS` (0 = none).

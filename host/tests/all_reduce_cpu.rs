@@ -12,6 +12,7 @@ fn ranks(n: usize) -> Ranks {
     let b: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cfg = Config {
         timeout_ns: 60_000_000_000,
+        ..Config::default()
     };
     Ranks::new(Comm::init_all_with(b, &vec![0; n], cfg).expect("init_all")).expect("streams")
 }

@@ -18,6 +18,7 @@ fn config(timeout_ms: u64) -> Config {
     Config {
         timeout: Duration::from_millis(timeout_ms),
         ifname: None,
+        abort: None,
     }
 }
 
@@ -98,6 +99,7 @@ fn interface_filter_lo_is_used_for_listening() {
     let cfg = Config {
         timeout: Duration::from_secs(10),
         ifname: Some("lo".into()),
+        abort: None,
     };
     rendezvous(3, cfg, 99);
 }

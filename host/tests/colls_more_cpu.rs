@@ -15,6 +15,7 @@ fn ranks_with(n: usize, timeout: Duration) -> Ranks {
     let b: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cfg = Config {
         timeout_ns: timeout.as_nanos() as u64,
+        ..Config::default()
     };
     Ranks::new(Comm::init_all_with(b, &vec![0; n], cfg).expect("init_all")).expect("streams")
 }

@@ -13,6 +13,7 @@ fn ranks(n: usize, timeout: Duration) -> Ranks {
     let b: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cfg = Config {
         timeout_ns: timeout.as_nanos() as u64,
+        ..Config::default()
     };
     Ranks::new(Comm::init_all_with(b, &vec![0; n], cfg).unwrap()).unwrap()
 }

@@ -168,6 +168,24 @@ impl Backend for CpuBackend {
         Ok(p as u64)
     }
 
+    fn alloc_shared(&self, device: usize, bytes: usize) -> Result<super::SharedMem> {
+        super::cpu_shm::alloc(device, bytes)
+    }
+
+    fn import_shared(
+        &self,
+        device: usize,
+        fd: &std::os::fd::OwnedFd,
+        bytes: usize,
+    ) -> Result<super::SharedMem> {
+        super::cpu_shm::import(device, fd, bytes)
+    }
+
+    unsafe fn free_shared(&self, mem: super::SharedMem) {
+        // SAFETY: caller contract.
+        unsafe { super::cpu_shm::free(mem) }
+    }
+
     unsafe fn free(&self, _device: usize, ptr: u64, bytes: usize) {
         let layout = Layout::from_size_align(bytes.max(1), ALIGN).expect("layout was valid at alloc");
         dealloc(ptr as *mut u8, layout);

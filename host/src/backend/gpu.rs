@@ -315,12 +315,39 @@ impl Backend for GpuBackend {
         })?;
         // SAFETY: fresh allocation of that size.
         unsafe { result::memset_d8_sync(p, 0, bytes.max(1)) }.map_err(err("cuMemsetD8", device as i32))?;
+        // The memset runs on the legacy stream; our non-blocking streams do not wait for it.
+        // SAFETY: context current; the null stream is the legacy default stream.
+        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) }
+            .result()
+            .map_err(err("cuStreamSynchronize(legacy)", device as i32))?;
         Ok(p)
     }
 
     unsafe fn free(&self, device: usize, ptr: u64, _bytes: usize) {
         if self.device(device).is_ok() {
             let _ = result::free_sync(ptr);
+        }
+    }
+
+    fn alloc_shared(&self, device: usize, bytes: usize) -> Result<super::SharedMem> {
+        self.device(device)?;
+        super::gpu_vmm::alloc(device, bytes)
+    }
+
+    fn import_shared(
+        &self,
+        device: usize,
+        fd: &std::os::fd::OwnedFd,
+        bytes: usize,
+    ) -> Result<super::SharedMem> {
+        self.device(device)?;
+        super::gpu_vmm::import(device, fd, bytes)
+    }
+
+    unsafe fn free_shared(&self, mem: super::SharedMem) {
+        if self.device(mem.device).is_ok() {
+            // SAFETY: caller contract; the device's context is current.
+            unsafe { super::gpu_vmm::free(mem) }
         }
     }
 
@@ -353,7 +380,15 @@ impl Backend for GpuBackend {
     fn upload(&self, device: usize, dst: u64, src: &[u8]) -> Result<()> {
         self.device(device)?;
         // SAFETY: dst is an allocation of at least src.len() bytes (caller contract).
-        unsafe { result::memcpy_htod_sync(dst, src) }.map_err(err("cuMemcpyHtoD", device as i32))
+        unsafe { result::memcpy_htod_sync(dst, src) }.map_err(err("cuMemcpyHtoD", device as i32))?;
+        // From pageable memory the copy may return before its DMA lands, on the legacy
+        // stream, which our non-blocking streams do not wait for: wait for that stream (only:
+        // a context-wide sync would also wait for collectives in flight, which may need a
+        // rank that this thread has yet to launch).
+        // SAFETY: context current; the null stream is the legacy default stream.
+        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) }
+            .result()
+            .map_err(err("cuStreamSynchronize(legacy)", device as i32))
     }
 
     fn download(&self, device: usize, dst: &mut [u8], src: u64) -> Result<()> {

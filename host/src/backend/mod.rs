@@ -6,13 +6,18 @@
 //! addresses on the GPU, host addresses on the CPU.
 
 pub mod cpu;
+mod cpu_shm;
 pub mod gpu;
+mod gpu_vmm;
+pub mod shared;
 
 use std::fmt;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use oxccl_device::abi::{AllReduceArgs, CollArgs};
 pub use oxccl_device::kernels::CollKernel;
+pub use shared::SharedMem;
 
 use crate::error::Result;
 
@@ -103,6 +108,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// # Safety
     /// No kernel uses it any more.
     unsafe fn free_mapped(&self, device: usize, mem: MappedMem);
+    /// Zeroed memory that peers in other processes can map: its descriptor
+    /// ([`SharedMem::fd`]) exports it (see [`shared`]).
+    fn alloc_shared(&self, device: usize, bytes: usize) -> Result<SharedMem>;
+    /// Map a segment another process exported (its descriptor and the size it reported) for
+    /// use on `device`.
+    fn import_shared(&self, device: usize, fd: &OwnedFd, bytes: usize) -> Result<SharedMem>;
+    /// Unmap a segment from [`Backend::alloc_shared`] or [`Backend::import_shared`].
+    ///
+    /// # Safety
+    /// No kernel uses it any more.
+    unsafe fn free_shared(&self, mem: SharedMem);
     /// Copy host bytes to device memory (synchronous).
     fn upload(&self, device: usize, dst: u64, src: &[u8]) -> Result<()>;
     /// Copy device memory to host bytes (synchronous).

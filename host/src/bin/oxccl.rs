@@ -60,6 +60,10 @@ struct CheckArgs {
     /// Read `--counts` as bytes per rank (count = bytes / element size, per dtype).
     #[arg(long)]
     pub bytes: bool,
+    /// One process per rank (this binary re-run as children, meeting over the bootstrap on
+    /// loopback); otherwise every rank is a thread of this process.
+    #[arg(long)]
+    pub procs: bool,
 }
 
 #[derive(Args)]
@@ -92,6 +96,9 @@ struct PerfArgs {
     pub reps: usize,
     #[arg(long)]
     pub in_place: bool,
+    /// One process per rank (see `check --procs`); the table is rank 0's.
+    #[arg(long)]
+    pub procs: bool,
 }
 
 #[derive(Subcommand)]
@@ -170,9 +177,91 @@ fn parse_colls(v: &[String]) -> Result<Vec<Coll>, String> {
         .collect()
 }
 
+/// Set in the children of `--procs` runs: the bootstrap id (hex), the child's rank, the
+/// rank count.
+const CHILD_ID: &str = "OXCCL_CLI_CHILD_ID";
+const CHILD_RANK: &str = "OXCCL_CLI_CHILD_RANK";
+const CHILD_N: &str = "OXCCL_CLI_CHILD_NRANKS";
+
+/// In a child of a `--procs` run: (id, rank, nranks).
+fn child_env() -> Option<(oxccl::bootstrap::UniqueId, u32, usize)> {
+    let hex = std::env::var(CHILD_ID).ok()?;
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2).unwrap_or("zz"), 16).ok())
+        .collect::<Option<_>>()?;
+    let id = oxccl::bootstrap::UniqueId::from_bytes(&bytes).ok()?;
+    let rank = std::env::var(CHILD_RANK).ok()?.parse().ok()?;
+    let n = std::env::var(CHILD_N).ok()?.parse().ok()?;
+    Some((id, rank, n))
+}
+
 fn make_ranks(b: &Arc<dyn Backend>, n: usize) -> Result<Ranks, oxccl::Error> {
+    if let Some((id, rank, nranks)) = child_env() {
+        let boot = oxccl::bootstrap::Config::from_env()
+            .map_err(|source| oxccl::Error::Bootstrap { rank, source })?;
+        let c = Comm::init_rank_with(b.clone(), nranks as u32, &id, rank, 0, Config::default(), &boot)?;
+        return Ranks::new(vec![c]);
+    }
     // Every rank on device 0: several ranks share one GPU.
     Ranks::new(Comm::init_all_with(b.clone(), &vec![0; n], Config::default())?)
+}
+
+/// Run this command line again as `n` child processes, one rank each (the `--procs` flag
+/// dropped), and wait for them. Rank 0's output is printed whole; the others' only where it
+/// reports a failure. Returns the (passed, failed) counts the children's closing lines
+/// report, summed.
+fn run_procs(n: usize) -> Result<(usize, usize), String> {
+    let lo = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    let (id, root) = oxccl::bootstrap::UniqueId::new(Some(lo)).map_err(|e| e.to_string())?;
+    let hex: String = id.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--procs").collect();
+    let children = (0..n)
+        .map(|r| {
+            std::process::Command::new(&exe)
+                .args(&args)
+                .env(CHILD_ID, &hex)
+                .env(CHILD_RANK, r.to_string())
+                .env(CHILD_N, n.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("spawning rank {r}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (mut passed, mut failed, mut errors) = (0, 0, Vec::new());
+    for (r, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output().map_err(|e| format!("rank {r}: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        for line in text.lines() {
+            if r == 0 || line.starts_with("FAIL") {
+                println!("{}{line}", if r == 0 { "" } else { "[rank {r}] " });
+            }
+            if let Some(rest) = line.strip_prefix("check: ") {
+                let nums: Vec<usize> = rest
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                if let [p, f, ..] = nums[..] {
+                    passed += p;
+                    failed += f;
+                }
+            }
+        }
+        if !out.status.success() {
+            errors.push(format!(
+                "rank {r} exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    let _ = root.wait();
+    if errors.is_empty() {
+        Ok((passed, failed))
+    } else {
+        Err(errors.join("\n"))
+    }
 }
 
 fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
@@ -243,6 +332,22 @@ fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
 
 #[allow(clippy::too_many_arguments)]
 fn check(a: &CheckArgs) -> Result<(), String> {
+    if a.procs && child_env().is_none() {
+        println!("oxccl check --procs: one process per rank; every process checks its own rank's outputs; rank 0's table below");
+        let (mut passed, mut failed) = (0, 0);
+        for &n in &a.ranks {
+            println!("--- {n} processes");
+            let (p, f) = run_procs(n)?;
+            passed += p;
+            failed += f;
+        }
+        println!("check (all processes): {passed} passed, {failed} failed");
+        return if failed > 0 {
+            Err(format!("{failed} cases failed"))
+        } else {
+            Ok(())
+        };
+    }
     let (backend, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
     let dtypes = parse_dtypes(&a.dtypes)?;
     let ops = parse_ops(&a.ops)?;
@@ -252,7 +357,8 @@ fn check(a: &CheckArgs) -> Result<(), String> {
         .map(|c| parse_size(c).ok_or(format!("bad count {c}")))
         .collect::<Result<_, _>>()?;
     let colls = parse_colls(&a.colls)?;
-    let (ranks, seed, repeat) = (&a.ranks, a.seed, a.repeat);
+    let child_ranks = child_env().map(|c| vec![c.2]);
+    let (ranks, seed, repeat) = (child_ranks.as_ref().unwrap_or(&a.ranks), a.seed, a.repeat);
     let names: Vec<&str> = colls.iter().map(|c| c.name()).collect();
     println!("oxccl check: {} correctness on the {desc}", names.join(", "));
     println!(
@@ -328,6 +434,10 @@ fn check(a: &CheckArgs) -> Result<(), String> {
 
 #[allow(clippy::too_many_arguments)]
 fn perf(a: &PerfArgs) -> Result<(), String> {
+    if a.procs && child_env().is_none() {
+        println!("oxccl perf --procs: one process per rank; times are rank 0's (its copy reference runs while the other processes time theirs)");
+        return run_procs(a.ranks).map(|_| ());
+    }
     let (backend, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
     let dt = parse_dtypes(std::slice::from_ref(&a.dtype))?[0];
     let red = parse_ops(std::slice::from_ref(&a.op))?[0];
@@ -347,8 +457,13 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
     } else {
         format!("{} {}", coll.name(), dt.name())
     };
+    let layout = if child_env().is_some() {
+        "one process per rank"
+    } else {
+        "one process"
+    };
     println!(
-        "oxccl perf: {what} on {ranks} ranks sharing device 0, {desc}; median of {reps} x {iters} iterations"
+        "oxccl perf: {what} on {ranks} ranks sharing device 0 ({layout}), {desc}; median of {reps} x {iters} iterations"
     );
     println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce and all-to-all: 2 x ranks x bytes; gather and scatter: 2 x bytes; the others: (ranks + 1) x the data of one rank)");
     println!(

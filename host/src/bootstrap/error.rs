@@ -198,6 +198,11 @@ pub enum BootstrapError {
         what: String,
     },
 
+    /// The wait was given up because its abort flag was raised (`Comm::abort`, or the abort
+    /// of a pending non-blocking init).
+    #[error("rank {rank}: {op}: aborted")]
+    Aborted { op: &'static str, rank: u32 },
+
     /// Starting a bootstrap thread failed.
     #[error("bootstrap: spawning the {what} thread failed: {source}")]
     Spawn { what: &'static str, source: io::Error },

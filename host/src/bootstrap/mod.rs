@@ -44,6 +44,10 @@
 //! secret, a foreign protocol or garbage are refused with a `Reject` frame
 //! ([`BootstrapError::Rejected`] on the connector) and never stop a listener.
 //!
+//! Every wait of a rank (joining, receives) also gives up with [`BootstrapError::Aborted`]
+//! within [`crate::abort::POLL`] of its abort flag being raised ([`Config::abort`],
+//! [`Bootstrap::abort_flag`]); communicators raise it in `Comm::abort`.
+//!
 //! # Interface selection
 //!
 //! [`Config::ifname`] (`NCCL_SOCKET_IFNAME`) uses NCCL's syntax: `eth,ib` prefixes, `=eth0`
@@ -71,6 +75,8 @@ pub use error::{BootstrapError, Peer, RejectReason, Result};
 pub use id::{UniqueId, UNIQUE_ID_BYTES};
 pub use root::{Root, RootReport};
 
+pub use crate::abort::AbortFlag;
+
 use handshake::{Connected, Connector};
 use net::Ctx;
 use peer::PeerNet;
@@ -86,12 +92,16 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(120_000);
 const NO_LIMIT: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Bootstrap settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// Deadline for each step (joining, each send/recv, each collective).
     pub timeout: Duration,
     /// Interface filter in `NCCL_SOCKET_IFNAME` syntax; `None` for the default choice.
     pub ifname: Option<String>,
+    /// A flag that, once raised, makes every wait of the [`Bootstrap`] made with this
+    /// configuration give up with [`BootstrapError::Aborted`] (joining included); `None`: the
+    /// bootstrap gets a flag of its own ([`Bootstrap::abort_flag`]).
+    pub abort: Option<AbortFlag>,
 }
 
 impl Default for Config {
@@ -99,9 +109,26 @@ impl Default for Config {
         Self {
             timeout: DEFAULT_TIMEOUT,
             ifname: None,
+            abort: None,
         }
     }
 }
+
+/// Equal settings: the same timeout, the same interface filter and the same abort flag (or
+/// none on both sides).
+impl PartialEq for Config {
+    fn eq(&self, other: &Self) -> bool {
+        self.timeout == other.timeout
+            && self.ifname == other.ifname
+            && match (&self.abort, &other.abort) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.same(b),
+                _ => false,
+            }
+    }
+}
+
+impl Eq for Config {}
 
 impl Config {
     /// From `OXCCL_BOOTSTRAP_TIMEOUT_MS` and `NCCL_SOCKET_IFNAME` (unset or empty: defaults).
@@ -124,6 +151,12 @@ impl Config {
     /// The same configuration with another timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// The same configuration with another abort flag (`None`: a fresh one per bootstrap).
+    pub fn with_abort(mut self, abort: Option<AbortFlag>) -> Self {
+        self.abort = abort;
         self
     }
 
@@ -151,6 +184,10 @@ pub struct Bootstrap {
     table: Vec<PeerEntry>,
     net: PeerNet,
     seq: AtomicU64,
+    /// Raised: every wait gives up.
+    abort: AbortFlag,
+    /// The settings it was made with (its abort flag is `abort`).
+    config: Config,
 }
 
 impl std::fmt::Debug for Bootstrap {
@@ -165,7 +202,8 @@ impl std::fmt::Debug for Bootstrap {
 
 impl Bootstrap {
     /// Joins the job of `id` as `rank` of `nranks`, publishing `blob` (any bytes: addresses,
-    /// device ids, ...). Returns once every rank joined.
+    /// device ids, ...). Returns once every rank joined, or with
+    /// [`BootstrapError::Aborted`] once `config.abort` is raised.
     pub fn init(id: &UniqueId, rank: u32, nranks: u32, blob: &[u8], config: &Config) -> Result<Self> {
         if rank >= nranks {
             return Err(BootstrapError::InvalidArgument {
@@ -175,6 +213,8 @@ impl Bootstrap {
             });
         }
         let timeout = config.effective_timeout();
+        let abort = config.abort.clone().unwrap_or_default();
+        let config = config.clone().with_abort(Some(abort.clone()));
         let root_addr = id.root_addr();
         let ip = match &config.ifname {
             None if root_addr.ip().is_loopback() => root_addr.ip(),
@@ -190,7 +230,7 @@ impl Bootstrap {
             timeout,
         };
         let start = Instant::now();
-        let mut stream = net::connect(&ctx, start + timeout)?;
+        let mut stream = net::connect(&ctx, start + timeout, Some(&abort))?;
         let me = PeerEntry {
             addr: net.listen_addr(),
             blob: blob.to_vec(),
@@ -201,7 +241,7 @@ impl Bootstrap {
             Some(&me),
             deadline,
         );
-        let table = match net::run_connector(&mut stream, conn, &hello, deadline, &ctx)? {
+        let table = match net::run_connector(&mut stream, conn, &hello, deadline, &ctx, Some(&abort))? {
             Connected::Table(t) => t,
             Connected::Accepted => unreachable!("a root connector yields a table"),
         };
@@ -220,7 +260,24 @@ impl Bootstrap {
             table,
             net,
             seq: AtomicU64::new(0),
+            abort,
+            config,
         })
+    }
+
+    /// The flag that aborts this bootstrap's waits (raise it from any thread).
+    pub fn abort_flag(&self) -> &AbortFlag {
+        &self.abort
+    }
+
+    /// The settings this bootstrap was made with (`abort` is [`Bootstrap::abort_flag`]).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The deadline of each step ([`Config::timeout`], 0 turned into "no limit").
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// This rank.
@@ -281,9 +338,22 @@ impl Bootstrap {
 
     /// The next message `peer` sent under `tag`.
     pub fn recv(&self, peer: u32, tag: u64) -> Result<Vec<u8>> {
-        self.check_peer("recv", peer)?;
-        self.net
-            .recv("recv", peer, Kind::Data, tag, Instant::now() + self.timeout)
+        self.recv_until("recv", peer, tag, Instant::now() + self.timeout, &self.abort)
+    }
+
+    /// The next message `peer` sent under `tag`, waiting until `deadline` unless `abort` is
+    /// raised (pass [`Bootstrap::abort_flag`], or a flag watching it, to honour both); errors
+    /// name `op`.
+    pub fn recv_until(
+        &self,
+        op: &'static str,
+        peer: u32,
+        tag: u64,
+        deadline: Instant,
+        abort: &AbortFlag,
+    ) -> Result<Vec<u8>> {
+        self.check_peer(op, peer)?;
+        self.net.recv(op, peer, Kind::Data, tag, deadline, abort)
     }
 
     /// `(r + delta) mod n` without overflow (`delta` may be negative).
@@ -305,7 +375,9 @@ impl Bootstrap {
             self.net
                 .send("all_gather", next, next_addr, Kind::Coll, seq, &out[send_idx])?;
             let recv_idx = self.offset(-step - 1) as usize;
-            out[recv_idx] = self.net.recv("all_gather", prev, Kind::Coll, seq, deadline)?;
+            out[recv_idx] = self
+                .net
+                .recv("all_gather", prev, Kind::Coll, seq, deadline, &self.abort)?;
         }
         Ok(out)
     }
@@ -320,7 +392,8 @@ impl Bootstrap {
             let (to, from) = (self.offset(k), self.offset(-k));
             self.net
                 .send("barrier", to, self.table[to as usize].addr, Kind::Coll, seq, &[])?;
-            self.net.recv("barrier", from, Kind::Coll, seq, deadline)?;
+            self.net
+                .recv("barrier", from, Kind::Coll, seq, deadline, &self.abort)?;
             k *= 2;
         }
         Ok(())

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::error::{BootstrapError, Peer, Result};
 use super::handshake::{Accepted, Acceptor, Connected, Connector, HandshakeError};
 use super::wire::FrameDecoder;
+use crate::abort::{self, AbortFlag};
 
 /// Read chunk size.
 pub const CHUNK: usize = 64 * 1024;
@@ -128,6 +129,13 @@ impl Ctx {
         }
     }
 
+    pub fn aborted(&self) -> BootstrapError {
+        BootstrapError::Aborted {
+            op: self.op,
+            rank: self.rank,
+        }
+    }
+
     pub fn timed_out(&self) -> BootstrapError {
         BootstrapError::Timeout {
             op: self.op,
@@ -171,10 +179,14 @@ fn left(deadline: Instant) -> Option<Duration> {
         .filter(|d| !d.is_zero())
 }
 
-/// Connects to `ctx.addr`, retrying refused/unreachable attempts until `deadline`.
-pub fn connect(ctx: &Ctx, deadline: Instant) -> Result<TcpStream> {
+/// Connects to `ctx.addr`, retrying refused/unreachable attempts until `deadline`, giving up
+/// between attempts when `abort` is raised.
+pub fn connect(ctx: &Ctx, deadline: Instant, abort: Option<&AbortFlag>) -> Result<TcpStream> {
     let mut backoff = Duration::from_millis(5);
     loop {
+        if abort.is_some_and(AbortFlag::is_raised) {
+            return Err(ctx.aborted());
+        }
         let Some(rest) = left(deadline) else {
             return Err(ctx.timed_out());
         };
@@ -225,17 +237,26 @@ fn read_some(stream: &mut TcpStream, buf: &mut [u8], rest: Duration) -> io::Resu
 }
 
 /// Runs a connector handshake: sends `hello`, feeds replies to `conn` until it completes.
+/// With `abort`, reads wait at most [`abort::POLL`] at a time and the flag is looked at
+/// between them.
 pub fn run_connector(
     stream: &mut TcpStream,
     mut conn: Connector,
     hello: &[u8],
     deadline: Instant,
     ctx: &Ctx,
+    abort: Option<&AbortFlag>,
 ) -> Result<Connected> {
     write_all(stream, hello, deadline, ctx)?;
     let mut buf = vec![0u8; CHUNK];
     loop {
-        let rest = conn.remaining(Instant::now()).map_err(|e| ctx.handshake(e))?;
+        if abort.is_some_and(AbortFlag::is_raised) {
+            return Err(ctx.aborted());
+        }
+        let mut rest = conn.remaining(Instant::now()).map_err(|e| ctx.handshake(e))?;
+        if abort.is_some() {
+            rest = rest.min(abort::POLL);
+        }
         let n = match read_some(stream, &mut buf, rest) {
             Ok(0) => {
                 return Err(BootstrapError::PeerClosed {

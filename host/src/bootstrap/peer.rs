@@ -17,6 +17,7 @@ use super::error::{BootstrapError, Peer, Result};
 use super::handshake::{Accepted, Acceptor, Connected, Connector};
 use super::net::{self, Ctx};
 use super::wire::{self, Auth, FrameDecoder, Kind, Role};
+use crate::abort::{self, AbortFlag};
 
 type Key = (u32, u16, u64);
 
@@ -39,6 +40,7 @@ pub struct Mailbox {
 pub enum PopError {
     Timeout,
     Closed(String),
+    Aborted,
 }
 
 impl Mailbox {
@@ -57,8 +59,16 @@ impl Mailbox {
         self.cv.notify_all();
     }
 
-    /// The oldest message for the key; waits until `deadline`.
-    pub fn pop(&self, peer: u32, kind: Kind, tag: u64, deadline: Instant) -> Result<Vec<u8>, PopError> {
+    /// The oldest message for the key; waits until `deadline` or until `abort` is raised
+    /// (looked at every [`abort::POLL`]).
+    pub fn pop(
+        &self,
+        peer: u32,
+        kind: Kind,
+        tag: u64,
+        deadline: Instant,
+        abort: &AbortFlag,
+    ) -> Result<Vec<u8>, PopError> {
         let key = (peer, kind as u16, tag);
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         loop {
@@ -73,13 +83,20 @@ impl Mailbox {
             if let Some(why) = s.closed.get(&peer) {
                 return Err(PopError::Closed(why.clone()));
             }
+            if abort.is_raised() {
+                return Err(PopError::Aborted);
+            }
             let Some(rest) = deadline
                 .checked_duration_since(Instant::now())
                 .filter(|d| !d.is_zero())
             else {
                 return Err(PopError::Timeout);
             };
-            s = self.cv.wait_timeout(s, rest).unwrap_or_else(|e| e.into_inner()).0;
+            s = self
+                .cv
+                .wait_timeout(s, rest.min(abort::POLL))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
     }
 }
@@ -174,10 +191,10 @@ impl PeerNet {
         let deadline = Instant::now() + self.timeout;
         let mut slot = self.out[peer as usize].lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
-            let mut stream = net::connect(&ctx, deadline)?;
+            let mut stream = net::connect(&ctx, deadline, None)?;
             let auth = Auth::new(Role::Peer, self.secret, self.rank, self.nranks);
             let (conn, hello) = Connector::new(auth, None, deadline);
-            match net::run_connector(&mut stream, conn, &hello, deadline, &ctx)? {
+            match net::run_connector(&mut stream, conn, &hello, deadline, &ctx, None)? {
                 Connected::Accepted => *slot = Some(stream),
                 Connected::Table(_) => unreachable!("a peer connector never yields a table"),
             }
@@ -191,7 +208,8 @@ impl PeerNet {
         res
     }
 
-    /// Receives the next frame of `kind`/`tag` from `peer`, waiting until `deadline`.
+    /// Receives the next frame of `kind`/`tag` from `peer`, waiting until `deadline` unless
+    /// `abort` is raised.
     pub fn recv(
         &self,
         op: &'static str,
@@ -199,21 +217,25 @@ impl PeerNet {
         kind: Kind,
         tag: u64,
         deadline: Instant,
+        abort: &AbortFlag,
     ) -> Result<Vec<u8>> {
-        self.mailbox.pop(peer, kind, tag, deadline).map_err(|e| match e {
-            PopError::Timeout => BootstrapError::Timeout {
-                op,
-                rank: self.rank,
-                peer: Peer::Rank(peer),
-                timeout: self.timeout,
-            },
-            PopError::Closed(detail) => BootstrapError::PeerClosed {
-                op,
-                rank: self.rank,
-                peer: Peer::Rank(peer),
-                detail,
-            },
-        })
+        self.mailbox
+            .pop(peer, kind, tag, deadline, abort)
+            .map_err(|e| match e {
+                PopError::Timeout => BootstrapError::Timeout {
+                    op,
+                    rank: self.rank,
+                    peer: Peer::Rank(peer),
+                    timeout: self.timeout,
+                },
+                PopError::Closed(detail) => BootstrapError::PeerClosed {
+                    op,
+                    rank: self.rank,
+                    peer: Peer::Rank(peer),
+                    detail,
+                },
+                PopError::Aborted => BootstrapError::Aborted { op, rank: self.rank },
+            })
     }
 }
 

@@ -8,7 +8,7 @@
 //! depending on the order of their stores, and in place a rank's input could be overwritten
 //! before it is sent). Gaps between blocks are allowed and are not written.
 
-use oxccl_device::abi::{counts_hash, DataType, COLL_ALL_GATHER_V};
+use oxccl_device::abi::{coll_fingerprint, counts_hash, DataType, COLL_ALL_GATHER_V};
 
 use super::launch::{Call, VLayout};
 use crate::backend::Stream;
@@ -84,6 +84,13 @@ impl Comm {
         let me = self.rank() as usize;
         if (counts[me] > 0 && send == 0) || (l.launch.total > 0 && recv == 0) {
             return Err(self.invalid(OP, "null buffer address".into()));
+        }
+        if l.launch.total == 0 {
+            return Ok(());
+        }
+        if self.staging().is_some() {
+            let fp = coll_fingerprint(COLL_ALL_GATHER_V, l.launch.hash, dtype as u32, 0, 0);
+            return self.all_gather_v_staged(send, recv, counts, displs, dtype, fp, stream);
         }
         let call = Call {
             coll: COLL_ALL_GATHER_V,

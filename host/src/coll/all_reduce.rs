@@ -59,22 +59,55 @@ impl Comm {
         stream: &Stream,
     ) -> Result<()> {
         let _span = tracing::debug_span!(target: "oxccl::coll", "all_reduce", rank = self.rank(), count, dtype = dtype.name(), op = op.red_op().name()).entered();
+        self.check_launch(OP, stream)?;
         if count == 0 {
             return Ok(());
         }
         if send == 0 || recv == 0 {
             return Err(self.invalid(OP, "null buffer address".into()));
         }
+        self.bytes_of(OP, count, dtype, 1)?;
+        if self.staging().is_some() {
+            let fp = fingerprint(
+                COLL_ALL_REDUCE,
+                count as u64,
+                dtype as u32,
+                op.red_op() as u32,
+                u32::MAX,
+            );
+            return self.all_reduce_staged(send, recv, count, dtype, op, fp, stream);
+        }
+        self.all_reduce_direct(send, recv, count, dtype, op, None, stream)
+    }
+
+    /// Launch the all-reduce kernel on `send` and `recv` as they are (the addresses peers
+    /// will load and store); `fp` replaces the call's own fingerprint (staged pieces).
+    ///
+    /// # Safety
+    /// As [`Comm::all_reduce_raw`]; `count > 0`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn all_reduce_direct(
+        &self,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: DataType,
+        op: Op,
+        fp: Option<u64>,
+        stream: &Stream,
+    ) -> Result<()> {
         let bytes = self.bytes_of(OP, count, dtype, 1)? as u64;
         let algo = self.choose_algo(bytes);
         let grid = self.grid(bytes, dtype);
-        let fp = fingerprint(
-            COLL_ALL_REDUCE,
-            count as u64,
-            dtype as u32,
-            op.red_op() as u32,
-            algo,
-        );
+        let fp = fp.unwrap_or_else(|| {
+            fingerprint(
+                COLL_ALL_REDUCE,
+                count as u64,
+                dtype as u32,
+                op.red_op() as u32,
+                algo,
+            )
+        });
         let epoch = self.next_epoch(OP);
         let args = AllReduceArgs {
             header: Header::of::<AllReduceArgs>(),

@@ -107,6 +107,7 @@ impl Comm {
             root = call.root
         )
         .entered();
+        self.check_launch(name, stream)?;
         if let Some(root) = call.root {
             self.check_root(name, root)?;
         }
@@ -114,13 +115,36 @@ impl Comm {
         if call.v.map_or(call.count, |v| v.total) == 0 {
             return Ok(());
         }
+        if CollKernel::of(call.coll, call.dtype).is_none() {
+            return Err(self.invalid(name, format!("collective id {}", call.coll)));
+        }
+        let (op, root) = (call.op.map_or(0, |o| o.red_op() as u32), call.root.unwrap_or(0));
+        let shape = call.v.map_or(call.count as u64, |v| v.hash);
+        let fp = coll_fingerprint(call.coll, shape, call.dtype as u32, op, root);
+        if self.staging().is_some() {
+            return self.launch_staged(call, fp, None, stream);
+        }
+        self.launch_direct(call, bytes, fp, stream)
+    }
+
+    /// Launch `call` as it is (its addresses are what peers will load and store), with
+    /// fingerprint `fp`; `bytes` sizes the grid (the same on every rank).
+    ///
+    /// # Safety
+    /// As [`Comm::launch`].
+    pub(crate) unsafe fn launch_direct(
+        &self,
+        call: Call,
+        bytes: usize,
+        fp: u64,
+        stream: &Stream,
+    ) -> Result<()> {
+        let name = coll_name(call.coll);
         let Some(kernel) = CollKernel::of(call.coll, call.dtype) else {
             return Err(self.invalid(name, format!("collective id {}", call.coll)));
         };
         let grid = self.coll_grid(bytes as u64, kernel);
         let (op, root) = (call.op.map_or(0, |o| o.red_op() as u32), call.root.unwrap_or(0));
-        let shape = call.v.map_or(call.count as u64, |v| v.hash);
-        let fp = coll_fingerprint(call.coll, shape, call.dtype as u32, op, root);
         let epoch = self.next_epoch(name);
         let args = CollArgs {
             header: Header::of::<CollArgs>(),

@@ -21,6 +21,9 @@ mod launch;
 mod reduce;
 mod reduce_scatter;
 mod scatter;
+mod staged;
+
+pub(crate) use staged::Staging;
 
 use oxccl_device::abi::{
     DataType, RedOp, ALGO_ONE_SHOT, ALGO_TWO_SHOT, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_REDUCE,

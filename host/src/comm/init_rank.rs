@@ -3,35 +3,38 @@
 //!
 //! Each rank allocates its own inbox, error record and abort flag, publishes where its inbox
 //! is (and which process, backend and device it is on) in the bootstrap all-gather, and
-//! builds its table of peer inboxes from what the others published. Peers must be able to
-//! load and store each other's memory: today that means every rank of the communicator is
-//! in this process (the cross-process transports, CUDA VMM handles passed as file
-//! descriptors and host shared memory, are not implemented yet). Peers that cannot be
-//! reached are reported with their ranks, never guessed.
+//! builds its table of peer inboxes from what the others published. When every rank is in
+//! this process, peers load and store each other's buffers directly. When some are in other
+//! processes, every rank moves its inbox into a segment that its peers map
+//! ([`super::segment`]: CUDA VMM memory exported as a POSIX descriptor, or a memfd on the
+//! CPU backend, passed over a Unix socket) and collectives go through the segment's staging
+//! buffers (`crate::coll::staged`). Peers that cannot be reached (another backend, devices
+//! without P2P) are reported with their ranks, never guessed.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
 
 use oxccl_device::abi::ErrorRecord;
-use oxccl_device::prims::barrier::inbox_bytes;
+use oxccl_device::prims::layout::{inbox_bytes, table_bytes};
 
-use super::{Comm, Config, Group, RankRes, OPS_REMEMBERED};
+use super::{Comm, Config, Control, Group, RankRes};
 use crate::backend::{self, Backend, BackendKind};
 use crate::bootstrap::{self, Bootstrap, UniqueId};
 use crate::error::{Error, Result};
 
-/// What each rank publishes at init: 24 bytes, little-endian
-/// `{process token: u64, inbox address: u64, device: u32, backend: u8, pad: [u8; 3]}`.
+/// What each rank publishes at init: 32 bytes, little-endian
+/// `{process token: u64, inbox address: u64, device: u32, backend: u8, pad: [u8; 3],
+/// staging bytes: u64}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PeerInfo {
     process: u64,
     inbox: u64,
     device: u32,
     backend: u8,
+    staging: u64,
 }
 
-const PEER_INFO_BYTES: usize = 24;
+const PEER_INFO_BYTES: usize = 32;
 
 impl PeerInfo {
     fn to_bytes(self) -> [u8; PEER_INFO_BYTES] {
@@ -40,6 +43,7 @@ impl PeerInfo {
         b[8..16].copy_from_slice(&self.inbox.to_le_bytes());
         b[16..20].copy_from_slice(&self.device.to_le_bytes());
         b[20] = self.backend;
+        b[24..32].copy_from_slice(&self.staging.to_le_bytes());
         b
     }
 
@@ -52,6 +56,7 @@ impl PeerInfo {
             inbox: u64::from_le_bytes(b[8..16].try_into().ok()?),
             device: u32::from_le_bytes(b[16..20].try_into().ok()?),
             backend: b[20],
+            staging: u64::from_le_bytes(b[24..32].try_into().ok()?),
         })
     }
 }
@@ -122,11 +127,14 @@ impl Comm {
                 inbox: 0,
                 table: 0,
                 error: 0,
+                seg: None,
+                imports: Vec::new(),
+                staging: None,
             },
         );
         let inbox = backend.alloc(device, inbox_bytes(nranks))?;
         group.ranks.entry(rank).and_modify(|r| r.inbox = inbox);
-        let table = backend.alloc(device, 8 * n)?;
+        let table = backend.alloc(device, table_bytes(nranks))?;
         group.ranks.entry(rank).and_modify(|r| r.table = table);
         let error = backend.alloc(device, std::mem::size_of::<ErrorRecord>())?;
         group.ranks.entry(rank).and_modify(|r| r.error = error);
@@ -135,7 +143,10 @@ impl Comm {
             inbox,
             device: device as u32,
             backend: backend_code(backend.kind()),
+            staging: group.config.staging_bytes as u64,
         };
+        let deadline = std::time::Instant::now() + boot.timeout.max(std::time::Duration::from_millis(1));
+        let bootstrap_timeout = boot.timeout;
 
         let boot = Bootstrap::init(id, rank, nranks, &info.to_bytes(), boot)
             .map_err(|source| Error::Bootstrap { rank, source })?;
@@ -149,17 +160,7 @@ impl Comm {
             })?;
             peers.push(p);
         }
-        let elsewhere: Vec<usize> = (0..n).filter(|&q| peers[q].process != info.process).collect();
-        if !elsewhere.is_empty() {
-            return Err(Error::Unreachable {
-                rank,
-                what: format!(
-                    "ranks {elsewhere:?} are in other processes: cross-process transports (CUDA \
-                     VMM handles over Unix sockets, host shared memory) are not implemented yet, \
-                     so every rank of a communicator must be created in one process"
-                ),
-            });
-        }
+        let cross = peers.iter().any(|p| p.process != info.process);
         let other_backend: Vec<usize> = (0..n).filter(|&q| peers[q].backend != info.backend).collect();
         if !other_backend.is_empty() {
             return Err(Error::Unreachable {
@@ -182,19 +183,63 @@ impl Comm {
             }
         }
         group.ranks_per_device = per_dev.values().copied().max().unwrap_or(1);
-        let table_bytes: Vec<u8> = peers.iter().flat_map(|p| p.inbox.to_le_bytes()).collect();
-        backend.upload(device, table, &table_bytes)?;
+        let table_words: Vec<u64> = if cross {
+            let other_staging: Vec<usize> = (0..n).filter(|&q| peers[q].staging != info.staging).collect();
+            if !other_staging.is_empty() {
+                return Err(Error::Unreachable {
+                    rank,
+                    what: format!(
+                        "ranks {other_staging:?} use other staging sizes than this rank's {} bytes (OXCCL_STAGING_BYTES must be equal on every rank)",
+                        info.staging
+                    ),
+                });
+            }
+            let process: Vec<u64> = peers.iter().map(|p| p.process).collect();
+            // Effectively unlimited when the bootstrap timeout is 0 ("none").
+            let deadline = if bootstrap_timeout.is_zero() {
+                std::time::Instant::now() + std::time::Duration::from_secs(30 * 24 * 3600)
+            } else {
+                deadline.max(std::time::Instant::now() + bootstrap_timeout)
+            };
+            let conn = super::segment::connect(
+                &*backend,
+                &boot,
+                id.secret(),
+                rank,
+                device,
+                &process,
+                group.config.staging_bytes,
+                deadline,
+            )?;
+            let me = group
+                .ranks
+                .get_mut(&rank)
+                .ok_or_else(|| Error::Init("rank resources vanished".into()))?;
+            // SAFETY: the plain inbox was published but no kernel ever ran on it; peers use the
+            // segment's (its address is in their tables).
+            unsafe { backend.free(device, me.inbox, inbox_bytes(nranks)) };
+            me.inbox = conn.seg.dev;
+            me.seg = Some(conn.seg);
+            me.imports = conn.imports;
+            me.staging = Some(conn.staging);
+            tracing::info!(target: "oxccl::init", rank, staging = conn.staging.half, "communicator spans processes: staged through shared segments");
+            conn.table
+        } else {
+            // Inbox bases, then deltas (all 0: one address space).
+            peers
+                .iter()
+                .map(|p| p.inbox)
+                .chain(std::iter::repeat_n(0, n))
+                .collect()
+        };
+        let table_data: Vec<u8> = table_words.into_iter().flat_map(u64::to_le_bytes).collect();
+        backend.upload(device, table, &table_data)?;
         // Every rank has checked the same table and set up its side before any returns.
         boot.barrier()
             .map_err(|source| Error::Bootstrap { rank, source })?;
         tracing::info!(target: "oxccl::init", rank, nranks, ranks_per_device = group.ranks_per_device, "communicator ready");
-        Ok(Comm {
-            group: Arc::new(group),
-            rank,
-            nranks,
-            epoch: AtomicU64::new(0),
-            ops: Mutex::new(VecDeque::with_capacity(OPS_REMEMBERED)),
-        })
+        // The bootstrap stays with the communicator: its control channel (split, finalize).
+        Ok(Comm::new(Arc::new(group), rank, nranks, Control::bootstrap(boot)))
     }
 }
 
@@ -209,8 +254,9 @@ mod tests {
             inbox: 0xdead_beef_0000,
             device: 3,
             backend: 1,
+            staging: 1 << 25,
         };
         assert_eq!(PeerInfo::from_bytes(&p.to_bytes()), Some(p));
-        assert_eq!(PeerInfo::from_bytes(&[0u8; 23]), None);
+        assert_eq!(PeerInfo::from_bytes(&[0u8; 31]), None);
     }
 }

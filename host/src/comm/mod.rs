@@ -5,39 +5,77 @@
 //! Shared resources of a communicator: one inbox per rank (the barrier lines, see
 //! `oxccl_device::prims::barrier`) on that rank's device, a table of the inbox addresses
 //! per rank, an error record per rank, and one abort flag in mapped host memory.
+//!
+//! Lifecycle (NCCL's): a communicator is made by `init_all`, `init_rank` or [`Comm::split`]
+//! (or their non-blocking forms `start_*`, see [`InitHandle`]); [`Comm::finalize`] waits for
+//! this rank's work and meets the other ranks, after which only [`Comm::destroy`] (or
+//! dropping it) is valid; [`Comm::abort`] cuts every wait short. Host-side exchanges among
+//! the ranks go through a control channel (`control`): the bootstrap for `init_rank`
+//! communicators, an in-process rendezvous for `init_all` ones.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use oxccl_device::abi::{CommArgs, ErrorRecord, Header, ERR_ABORTED, ERR_MISMATCH, ERR_NONE, ERR_TIMEOUT};
-use oxccl_device::prims::barrier::inbox_bytes;
+use oxccl_device::prims::layout::{inbox_bytes, table_bytes};
 
+use crate::abort::AbortFlag;
 use crate::backend::{self, Backend, MappedMem, Stream};
+use crate::bootstrap;
 use crate::error::{Error, Result};
 
-/// Per-communicator options.
+/// Per-communicator options (NCCL's `ncclConfig_t`, the fields oxccl has).
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Device wait timeout (ns); 0 = none.
     pub timeout_ns: u64,
+    /// Bytes of each staging buffer on communicators that span processes
+    /// (`OXCCL_STAGING_BYTES`; must be equal on every rank).
+    pub staging_bytes: usize,
+    /// NCCL's `blocking` (default from `NCCL_COMM_BLOCKING`, else true): whether the
+    /// `Comm::start_*` forms of init and split run on the calling thread (true) or in the
+    /// background (false, the handle reports [`Error::InProgress`] until done). Collectives
+    /// are stream-ordered either way. `init_all`, `init_rank` and `split` always block.
+    pub blocking: bool,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             timeout_ns: crate::settings::timeout_ns(),
+            staging_bytes: crate::settings::staging_bytes(),
+            blocking: crate::settings::comm_blocking(),
         }
     }
 }
 
+mod control;
 mod init_rank;
+mod lifecycle;
+pub mod nonblocking;
+mod rendezvous;
+pub(crate) mod segment;
+mod split;
+mod streams;
+
+pub use nonblocking::InitHandle;
+
+use control::Control;
+use rendezvous::Rendezvous;
+use streams::StreamRegistry;
 
 pub(crate) struct RankRes {
     device: usize,
+    /// The inbox (inside `seg` when there is one).
     inbox: u64,
     table: u64,
     error: u64,
+    /// On communicators spanning processes: this rank's segment, the peers' segments mapped
+    /// here, and the staging buffers in the segment.
+    seg: Option<crate::backend::SharedMem>,
+    imports: Vec<crate::backend::SharedMem>,
+    pub(crate) staging: Option<crate::coll::Staging>,
 }
 
 /// Resources of the ranks of one communicator that live in this process: all of them after
@@ -58,15 +96,20 @@ pub(crate) struct Group {
 impl Drop for Group {
     fn drop(&mut self) {
         let n = self.nranks;
-        for r in self.ranks.values() {
+        for r in self.ranks.values_mut() {
             // SAFETY: allocated with these sizes (0 = never allocated, after a failed init);
             // ranks synchronize their streams before dropping their communicators.
             unsafe {
-                if r.inbox != 0 {
+                for m in r.imports.drain(..) {
+                    self.backend.free_shared(m);
+                }
+                if let Some(seg) = r.seg.take() {
+                    self.backend.free_shared(seg);
+                } else if r.inbox != 0 {
                     self.backend.free(r.device, r.inbox, inbox_bytes(n));
                 }
                 if r.table != 0 {
-                    self.backend.free(r.device, r.table, 8 * n as usize);
+                    self.backend.free(r.device, r.table, table_bytes(n));
                 }
                 if r.error != 0 {
                     self.backend
@@ -90,6 +133,13 @@ pub struct Comm {
     /// The last [`OPS_REMEMBERED`] operations launched: (epoch base, name), so that a device
     /// error (which carries its epoch) names the operation that failed.
     ops: Mutex<VecDeque<(u64, &'static str)>>,
+    /// How this rank meets the others on the host (split, finalize); shared with pending
+    /// splits.
+    control: Arc<Control>,
+    /// Set by [`Comm::finalize`]: later calls fail with [`Error::Finalized`].
+    finalized: AtomicBool,
+    /// The streams this rank launched on.
+    streams: StreamRegistry,
 }
 
 /// How many launched operations a [`Comm`] remembers for error messages.
@@ -109,6 +159,19 @@ impl std::fmt::Debug for Comm {
 }
 
 impl Comm {
+    fn new(group: Arc<Group>, rank: u32, nranks: u32, control: Control) -> Comm {
+        Comm {
+            group,
+            rank,
+            nranks,
+            epoch: AtomicU64::new(0),
+            ops: Mutex::new(VecDeque::with_capacity(OPS_REMEMBERED)),
+            control: Arc::new(control),
+            finalized: AtomicBool::new(false),
+            streams: StreamRegistry::default(),
+        }
+    }
+
     /// All ranks of a new communicator in this process, rank `i` on `devices[i]`, on the
     /// backend chosen by [`backend::auto`].
     pub fn init_all(devices: &[usize]) -> Result<Vec<Comm>> {
@@ -119,8 +182,26 @@ impl Comm {
         Self::init_all_with(b, devices, Config::default())
     }
 
-    /// As [`Comm::init_all`] on a given backend and configuration.
+    /// As [`Comm::init_all`] on a given backend and configuration. Host exchanges among the
+    /// ranks (split, finalize) use the bootstrap settings of the environment
+    /// (`OXCCL_BOOTSTRAP_TIMEOUT_MS`, `NCCL_SOCKET_IFNAME`).
     pub fn init_all_with(backend: Arc<dyn Backend>, devices: &[usize], config: Config) -> Result<Vec<Comm>> {
+        let boot = bootstrap::Config::from_env().unwrap_or_else(|e| {
+            tracing::warn!(target: "oxccl::init", "{e}; using the default bootstrap settings");
+            bootstrap::Config::default()
+        });
+        Self::init_all_with_bootstrap(backend, devices, config, &boot)
+    }
+
+    /// As [`Comm::init_all_with`] with explicit bootstrap settings: `boot`'s timeout bounds
+    /// the host exchanges among these ranks (split, finalize), and communicators split from
+    /// them bootstrap with `boot` (its abort flag is not used).
+    pub fn init_all_with_bootstrap(
+        backend: Arc<dyn Backend>,
+        devices: &[usize],
+        config: Config,
+        boot: &bootstrap::Config,
+    ) -> Result<Vec<Comm>> {
         let n = devices.len();
         if n == 0 {
             return Err(Error::Init("init_all needs at least one device".into()));
@@ -143,7 +224,7 @@ impl Comm {
                 // SAFETY: freshly allocated, unused.
                 unsafe {
                     backend.free(r.device, r.inbox, inbox_bytes(n as u32));
-                    backend.free(r.device, r.table, 8 * n);
+                    backend.free(r.device, r.table, table_bytes(n as u32));
                     backend.free(r.device, r.error, std::mem::size_of::<ErrorRecord>());
                 }
             }
@@ -153,8 +234,11 @@ impl Comm {
                 Ok(RankRes {
                     device,
                     inbox: backend.alloc(device, inbox_bytes(n as u32))?,
-                    table: backend.alloc(device, 8 * n)?,
+                    table: backend.alloc(device, table_bytes(n as u32))?,
                     error: backend.alloc(device, std::mem::size_of::<ErrorRecord>())?,
+                    seg: None,
+                    imports: Vec::new(),
+                    staging: None,
                 })
             })();
             match res {
@@ -176,7 +260,13 @@ impl Comm {
                 }
             }
         }
-        let table: Vec<u8> = ranks.iter().flat_map(|r| r.inbox.to_le_bytes()).collect();
+        // Inbox bases, then deltas (all 0: one address space).
+        let table: Vec<u8> = ranks
+            .iter()
+            .map(|r| r.inbox)
+            .chain(std::iter::repeat_n(0, n))
+            .flat_map(u64::to_le_bytes)
+            .collect();
         for r in &ranks {
             backend.upload(r.device, r.table, &table)?;
         }
@@ -198,13 +288,15 @@ impl Comm {
             config,
         });
         tracing::info!(target: "oxccl::init", nranks = n, ranks_per_device = group.ranks_per_device, "communicator ready");
+        let rdv = Arc::new(Rendezvous::new(n as u32, AbortFlag::new()));
+        let boot = boot.clone().with_abort(None);
         Ok((0..n)
-            .map(|rank| Comm {
-                group: group.clone(),
-                rank: rank as u32,
-                nranks: n as u32,
-                epoch: AtomicU64::new(0),
-                ops: Mutex::new(VecDeque::with_capacity(OPS_REMEMBERED)),
+            .map(|rank| {
+                let control = Control::Local {
+                    rdv: rdv.clone(),
+                    config: boot.clone(),
+                };
+                Comm::new(group.clone(), rank as u32, n as u32, control)
             })
             .collect())
     }
@@ -214,14 +306,41 @@ impl Comm {
         self.rank
     }
 
+    /// This rank (NCCL's `ncclCommUserRank`; the same as [`Comm::rank`]).
+    pub fn user_rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The device index of this rank as NCCL's `ncclCommCuDevice` reports it (an `i32`; see
+    /// [`Comm::device`] for the `usize` form).
+    pub fn cu_device(&self) -> i32 {
+        self.device() as i32
+    }
+
     /// Number of ranks (NCCL's `ncclCommCount`).
     pub fn count(&self) -> u32 {
         self.nranks
     }
 
-    /// The device of this rank (NCCL's `ncclCommCuDevice`).
+    /// The device of this rank (its index on [`Comm::backend`]).
     pub fn device(&self) -> usize {
         self.group.ranks[&self.rank].device
+    }
+
+    /// This rank's staging buffers, when the communicator spans processes (collectives are
+    /// then staged through them: `crate::coll::staged`).
+    pub(crate) fn staging(&self) -> Option<crate::coll::Staging> {
+        self.group.ranks.get(&self.rank).and_then(|r| r.staging)
+    }
+
+    /// True when some rank of this communicator lives in another process.
+    pub fn spans_processes(&self) -> bool {
+        self.staging().is_some()
+    }
+
+    /// The configuration this communicator was made with.
+    pub fn config(&self) -> &Config {
+        &self.group.config
     }
 
     /// The backend this communicator runs on.
@@ -269,13 +388,16 @@ impl Comm {
         }
     }
 
-    /// Raise the abort flag: every wait of every rank of this communicator, host or device,
-    /// gives up within one check interval and reports `Aborted`.
+    /// Raise the abort flags: every wait of the ranks of this communicator in this group,
+    /// device (kernels) or host (split, finalize, the bootstrap), gives up within one check
+    /// interval and reports `Aborted`. For `init_all` communicators that is every rank; for
+    /// `init_rank` ones this rank (the others time out or are aborted by their own calls).
     pub fn abort(&self) {
         // SAFETY: 64 bytes of mapped memory owned by the group; a volatile store is what
         // the device's `ld.volatile` polls.
         unsafe { std::ptr::write_volatile(self.group.abort.host as *mut u32, 1) };
         std::sync::atomic::fence(Ordering::SeqCst);
+        self.control.abort_flag().raise();
     }
 
     /// The first error a kernel of this rank reported, if any (sticky, like NCCL's

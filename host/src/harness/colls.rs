@@ -154,7 +154,8 @@ pub fn check_broadcast(ranks: &Ranks, case: Case, root: u32) -> Result<usize> {
     let ins = inputs(n, dt, RedOp::Sum, case.count, case.seed);
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         let mine = r == root as usize;
         if case.in_place {
             recvs.push(buffer(c, bytes, mine.then_some(ins[r].as_slice()))?);
@@ -163,22 +164,23 @@ pub fn check_broadcast(ranks: &Ranks, case: Case, root: u32) -> Result<usize> {
             recvs.push(buffer(c, bytes, None)?);
         }
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        let s = &ranks.streams[r];
+    for (i, c) in ranks.comms.iter().enumerate() {
+        let s = &ranks.streams[i];
         if case.in_place {
-            c.broadcast_in_place(&mut recvs[r], case.count, dt, root, s)?;
+            c.broadcast_in_place(&mut recvs[i], case.count, dt, root, s)?;
         } else {
-            c.broadcast(&sends[r], &mut recvs[r], case.count, dt, root, s)?;
+            c.broadcast(&sends[i], &mut recvs[i], case.count, dt, root, s)?;
         }
     }
     ranks.sync()?;
     let want = &ins[root as usize];
-    for (r, o) in recvs.iter().enumerate() {
+    for (i, o) in recvs.iter().enumerate() {
+        let r = ranks.rank(i);
         verify::check_equal(dt, "recv", want, &download(o, bytes)?)
             .map_err(|m| fail(Coll::Broadcast, r, m))?;
     }
-    if !case.in_place {
-        let s = download(&sends[root as usize], bytes)?;
+    if let (false, Some(i)) = (case.in_place, ranks.local_index(root as usize)) {
+        let s = download(&sends[i], bytes)?;
         verify::check_equal(dt, "root's send", want, &s)
             .map_err(|m| fail(Coll::Broadcast, root as usize, m))?;
     }
@@ -197,24 +199,26 @@ pub fn check_reduce(ranks: &Ranks, case: Case, root: u32) -> Result<usize> {
     let refs: Vec<&[u8]> = ins.iter().map(|v| v.as_slice()).collect();
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         sends.push(buffer(c, bytes, Some(&ins[r]))?);
         if !case.in_place {
             recvs.push(buffer(c, bytes, None)?);
         }
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        let s = &ranks.streams[r];
+    for (i, c) in ranks.comms.iter().enumerate() {
+        let s = &ranks.streams[i];
         if case.in_place {
-            c.reduce_in_place(&mut sends[r], case.count, dt, op, root, s)?;
+            c.reduce_in_place(&mut sends[i], case.count, dt, op, root, s)?;
         } else {
-            c.reduce(&sends[r], &mut recvs[r], case.count, dt, op, root, s)?;
+            c.reduce(&sends[i], &mut recvs[i], case.count, dt, op, root, s)?;
         }
     }
     ranks.sync()?;
     let outs = if case.in_place { &sends } else { &recvs };
     let poison = vec![0xffu8; bytes];
-    for (r, o) in outs.iter().enumerate() {
+    for (i, o) in outs.iter().enumerate() {
+        let r = ranks.rank(i);
         let host = download(o, bytes)?;
         let res = if r == root as usize {
             verify::check_reduction_par(dt, op, &refs, 0, &host, 0, case.count).map(|_| ())
@@ -237,7 +241,8 @@ pub fn check_all_gather(ranks: &Ranks, case: Case) -> Result<usize> {
     let want: Vec<u8> = ins.concat();
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         let mut o = buffer(c, n * bytes, None)?;
         if case.in_place {
             let mut init = vec![0xffu8; n * bytes];
@@ -248,16 +253,17 @@ pub fn check_all_gather(ranks: &Ranks, case: Case) -> Result<usize> {
         }
         recvs.push(o);
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        let s = &ranks.streams[r];
+    for (i, c) in ranks.comms.iter().enumerate() {
+        let s = &ranks.streams[i];
         if case.in_place {
-            c.all_gather_in_place(&mut recvs[r], case.count, dt, s)?;
+            c.all_gather_in_place(&mut recvs[i], case.count, dt, s)?;
         } else {
-            c.all_gather(&sends[r], &mut recvs[r], case.count, dt, s)?;
+            c.all_gather(&sends[i], &mut recvs[i], case.count, dt, s)?;
         }
     }
     ranks.sync()?;
-    for (r, o) in recvs.iter().enumerate() {
+    for (i, o) in recvs.iter().enumerate() {
+        let r = ranks.rank(i);
         verify::check_equal(dt, "recv", &want, &download(o, n * bytes)?)
             .map_err(|m| fail(Coll::AllGather, r, m))?;
     }
@@ -275,24 +281,26 @@ pub fn check_reduce_scatter(ranks: &Ranks, case: Case) -> Result<usize> {
     let refs: Vec<&[u8]> = ins.iter().map(|v| v.as_slice()).collect();
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         sends.push(buffer(c, n * bytes, Some(&ins[r]))?);
         if !case.in_place {
             recvs.push(buffer(c, bytes, None)?);
         }
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        let s = &ranks.streams[r];
+    for (i, c) in ranks.comms.iter().enumerate() {
+        let s = &ranks.streams[i];
         if case.in_place {
-            c.reduce_scatter_in_place(&mut sends[r], count, dt, op, s)?;
+            c.reduce_scatter_in_place(&mut sends[i], count, dt, op, s)?;
         } else {
-            c.reduce_scatter(&sends[r], &mut recvs[r], count, dt, op, s)?;
+            c.reduce_scatter(&sends[i], &mut recvs[i], count, dt, op, s)?;
         }
     }
     ranks.sync()?;
-    for r in 0..n {
+    for i in 0..ranks.comms.len() {
+        let r = ranks.rank(i);
         let res = if case.in_place {
-            let host = download(&sends[r], n * bytes)?;
+            let host = download(&sends[i], n * bytes)?;
             let (lo, hi) = (r * bytes, (r + 1) * bytes);
             verify::check_reduction_par(dt, op, &refs, r * count, &host, r * count, count).and_then(|_| {
                 let (mut a, mut b) = (host.clone(), ins[r].clone());
@@ -301,7 +309,7 @@ pub fn check_reduce_scatter(ranks: &Ranks, case: Case) -> Result<usize> {
                 verify::check_equal(dt, "other blocks (must be untouched)", &b, &a)
             })
         } else {
-            let host = download(&recvs[r], bytes)?;
+            let host = download(&recvs[i], bytes)?;
             verify::check_reduction_par(dt, op, &refs, r * count, &host, 0, count)
         };
         res.map_err(|m| fail(Coll::ReduceScatter, r, m))?;

@@ -37,9 +37,19 @@ impl Ranks {
         Ok(Ranks { comms, streams })
     }
 
-    /// Number of ranks.
+    /// Number of ranks of the communicator (all of them, also those in other processes).
     pub fn n(&self) -> usize {
-        self.comms.len()
+        self.comms.first().map_or(0, |c| c.count() as usize)
+    }
+
+    /// The rank of the `i`-th communicator held here.
+    pub fn rank(&self, i: usize) -> usize {
+        self.comms[i].rank() as usize
+    }
+
+    /// Where rank `r` is held here, if it lives in this process.
+    pub fn local_index(&self, r: usize) -> Option<usize> {
+        self.comms.iter().position(|c| c.rank() as usize == r)
     }
 
     /// Wait for every rank's stream, then report the first device error of any rank.
@@ -91,7 +101,8 @@ pub fn check_all_reduce(ranks: &Ranks, case: Case) -> Result<usize> {
     let input_refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         let mut s = DeviceBuffer::alloc(c.backend(), c.device(), bytes)?;
         s.upload(&inputs[r])?;
         sends.push(s);
@@ -101,18 +112,19 @@ pub fn check_all_reduce(ranks: &Ranks, case: Case) -> Result<usize> {
             recvs.push(o);
         }
     }
-    for r in 0..n {
-        let c = &ranks.comms[r];
+    for i in 0..ranks.comms.len() {
+        let c = &ranks.comms[i];
         if case.in_place {
-            c.all_reduce_in_place(&mut sends[r], case.count, dt, op, &ranks.streams[r])?;
+            c.all_reduce_in_place(&mut sends[i], case.count, dt, op, &ranks.streams[i])?;
         } else {
-            c.all_reduce(&sends[r], &mut recvs[r], case.count, dt, op, &ranks.streams[r])?;
+            c.all_reduce(&sends[i], &mut recvs[i], case.count, dt, op, &ranks.streams[i])?;
         }
     }
     ranks.sync()?;
     let outs = if case.in_place { &sends } else { &recvs };
     let mut first: Option<Vec<u8>> = None;
-    for (r, o) in outs.iter().enumerate() {
+    for (i, o) in outs.iter().enumerate() {
+        let r = ranks.rank(i);
         let mut host = vec![0u8; bytes];
         o.download(&mut host)?;
         verify::check_all_reduce_par(dt, op, &input_refs, &host, case.count)

@@ -37,14 +37,15 @@ pub fn check_all_to_all(ranks: &Ranks, case: Case) -> Result<usize> {
     let bytes = count * dt.size();
     let ins = inputs(n, dt, RedOp::Sum, n * count, case.seed);
     if case.in_place {
-        for (r, c) in ranks.comms.iter().enumerate() {
+        for (i, c) in ranks.comms.iter().enumerate() {
+            let r = c.rank() as usize;
             // At least one byte, so the address is a real one even for count 0.
             let mut init = ins[r].clone();
             init.resize((n * bytes).max(1), 0xff);
             let buf = buffer(c, init.len(), Some(&init))?;
             // SAFETY: a live buffer of `n * count` elements; the call must be rejected
             // before anything is launched.
-            let res = unsafe { c.all_to_all_raw(buf.ptr(), buf.ptr(), count, dt, &ranks.streams[r]) };
+            let res = unsafe { c.all_to_all_raw(buf.ptr(), buf.ptr(), count, dt, &ranks.streams[i]) };
             match res {
                 Err(Error::InvalidArgument { op: "all_to_all", .. }) => {}
                 other => {
@@ -67,20 +68,22 @@ pub fn check_all_to_all(ranks: &Ranks, case: Case) -> Result<usize> {
     }
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         sends.push(buffer(c, n * bytes, Some(&ins[r]))?);
         recvs.push(buffer(c, n * bytes, None)?);
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        c.all_to_all(&sends[r], &mut recvs[r], count, dt, &ranks.streams[r])?;
+    for (i, c) in ranks.comms.iter().enumerate() {
+        c.all_to_all(&sends[i], &mut recvs[i], count, dt, &ranks.streams[i])?;
     }
     ranks.sync()?;
-    for r in 0..n {
+    for (i, recv) in recvs.iter().enumerate() {
+        let r = ranks.rank(i);
         // Block q of my output is block r of rank q's input.
         let want: Vec<u8> = (0..n).flat_map(|q| block(&ins[q], r, bytes).to_vec()).collect();
-        check_equal(dt, "recv", &want, &download(&recvs[r], n * bytes)?)
+        check_equal(dt, "recv", &want, &download(recv, n * bytes)?)
             .map_err(|m| fail(Coll::AllToAll, r, m))?;
-        unchanged(Coll::AllToAll, r, dt, &ins[r], Some(&sends[r]))?;
+        unchanged(Coll::AllToAll, r, dt, &ins[r], Some(&sends[i]))?;
     }
     Ok(n * n * count)
 }
@@ -97,7 +100,8 @@ pub fn check_gather(ranks: &Ranks, case: Case, root: u32) -> Result<usize> {
     let poison = vec![0xffu8; n * bytes];
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         if case.in_place && r == root {
             let mut init = poison.clone();
             init[r * bytes..(r + 1) * bytes].copy_from_slice(&ins[r]);
@@ -109,35 +113,36 @@ pub fn check_gather(ranks: &Ranks, case: Case, root: u32) -> Result<usize> {
             recvs.push(buffer(c, n * bytes, None)?);
         }
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        let s = &ranks.streams[r];
+    for (i, c) in ranks.comms.iter().enumerate() {
+        let s = &ranks.streams[i];
         if case.in_place {
-            c.gather_in_place(&mut recvs[r], count, dt, root as u32, s)?;
+            c.gather_in_place(&mut recvs[i], count, dt, root as u32, s)?;
         } else {
-            c.gather(&sends[r], &mut recvs[r], count, dt, root as u32, s)?;
+            c.gather(&sends[i], &mut recvs[i], count, dt, root as u32, s)?;
         }
     }
     ranks.sync()?;
-    for r in 0..n {
+    for (i, recv) in recvs.iter().enumerate() {
+        let r = ranks.rank(i);
         let res = if r == root {
-            check_equal(dt, "recv", &want, &download(&recvs[r], n * bytes)?)
+            check_equal(dt, "recv", &want, &download(recv, n * bytes)?)
         } else if case.in_place {
             check_equal(
                 dt,
                 "non-root buffer (must be untouched)",
                 &ins[r],
-                &download(&recvs[r], bytes)?,
+                &download(recv, bytes)?,
             )
         } else {
             check_equal(
                 dt,
                 "non-root recv (must be untouched)",
                 &poison,
-                &download(&recvs[r], n * bytes)?,
+                &download(recv, n * bytes)?,
             )
         };
         res.map_err(|m| fail(Coll::Gather, r, m))?;
-        unchanged(Coll::Gather, r, dt, &ins[r], sends.get(r))?;
+        unchanged(Coll::Gather, r, dt, &ins[r], sends.get(i))?;
     }
     Ok(n * count)
 }
@@ -153,7 +158,8 @@ pub fn check_scatter(ranks: &Ranks, case: Case, root: u32) -> Result<usize> {
     let ins = inputs(n, dt, RedOp::Sum, n * count, case.seed);
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         if case.in_place && r == root {
             recvs.push(buffer(c, n * bytes, Some(&ins[r]))?);
         } else if case.in_place {
@@ -163,29 +169,30 @@ pub fn check_scatter(ranks: &Ranks, case: Case, root: u32) -> Result<usize> {
             recvs.push(buffer(c, bytes, None)?);
         }
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        let s = &ranks.streams[r];
+    for (i, c) in ranks.comms.iter().enumerate() {
+        let s = &ranks.streams[i];
         if case.in_place {
-            c.scatter_in_place(&mut recvs[r], count, dt, root as u32, s)?;
+            c.scatter_in_place(&mut recvs[i], count, dt, root as u32, s)?;
         } else {
-            c.scatter(&sends[r], &mut recvs[r], count, dt, root as u32, s)?;
+            c.scatter(&sends[i], &mut recvs[i], count, dt, root as u32, s)?;
         }
     }
     ranks.sync()?;
     let src = &ins[root];
-    for r in 0..n {
+    for (i, recv) in recvs.iter().enumerate() {
+        let r = ranks.rank(i);
         let res = if case.in_place && r == root {
             check_equal(
                 dt,
                 "root's buffer (must be untouched)",
                 src,
-                &download(&recvs[r], n * bytes)?,
+                &download(recv, n * bytes)?,
             )
         } else {
-            check_equal(dt, "recv", block(src, r, bytes), &download(&recvs[r], bytes)?)
+            check_equal(dt, "recv", block(src, r, bytes), &download(recv, bytes)?)
         };
         res.map_err(|m| fail(Coll::Scatter, r, m))?;
-        unchanged(Coll::Scatter, r, dt, &ins[r], sends.get(r))?;
+        unchanged(Coll::Scatter, r, dt, &ins[r], sends.get(i))?;
     }
     Ok(n * count)
 }
@@ -249,7 +256,8 @@ pub fn check_all_gather_v(
     }
     let mut sends = Vec::with_capacity(n);
     let mut recvs = Vec::with_capacity(n);
-    for (r, c) in ranks.comms.iter().enumerate() {
+    for c in &ranks.comms {
+        let r = c.rank() as usize;
         let mut init = vec![0xffu8; out_bytes];
         if in_place {
             place(&mut init, r);
@@ -258,24 +266,25 @@ pub fn check_all_gather_v(
         }
         recvs.push(buffer(c, out_bytes, Some(&init))?);
     }
-    for (r, c) in ranks.comms.iter().enumerate() {
-        let s = &ranks.streams[r];
+    for (i, c) in ranks.comms.iter().enumerate() {
+        let s = &ranks.streams[i];
         if in_place {
-            c.all_gather_v_in_place(&mut recvs[r], counts, displs, dt, s)?;
+            c.all_gather_v_in_place(&mut recvs[i], counts, displs, dt, s)?;
         } else {
-            c.all_gather_v(&sends[r], &mut recvs[r], counts, displs, dt, s)?;
+            c.all_gather_v(&sends[i], &mut recvs[i], counts, displs, dt, s)?;
         }
     }
     ranks.sync()?;
-    for r in 0..n {
+    for (i, recv) in recvs.iter().enumerate() {
+        let r = ranks.rank(i);
         check_equal(
             dt,
             "recv (blocks, gaps and tail)",
             &want,
-            &download(&recvs[r], out_bytes)?,
+            &download(recv, out_bytes)?,
         )
         .map_err(|m| fail(Coll::AllGatherV, r, m))?;
-        unchanged(Coll::AllGatherV, r, dt, &ins[r], sends.get(r))?;
+        unchanged(Coll::AllGatherV, r, dt, &ins[r], sends.get(i))?;
     }
     Ok(n * counts.iter().sum::<usize>())
 }

@@ -1,0 +1,230 @@
+//! The GPU backend's shared segments: CUDA VMM allocations with POSIX file descriptor
+//! handles (see [`super::shared`]). The owner creates the physical allocation on its device,
+//! maps it into a reserved virtual range and exports a descriptor; an importer (another
+//! process) imports the descriptor, reserves a range of its own, maps the same physical
+//! memory there and grants its device read/write access. Unmapping and releasing follow the
+//! reverse order. No multicast object is created anywhere.
+
+use std::ffi::c_void;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use cudarc::driver::sys;
+
+use super::shared::SharedMem;
+use crate::error::{Error, Result};
+
+fn check(r: sys::CUresult, op: &'static str, device: usize) -> Result<()> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::Cuda {
+            op,
+            device: device as i32,
+            message: format!("{r:?}"),
+        })
+    }
+}
+
+fn location(device: usize) -> sys::CUmemLocation {
+    sys::CUmemLocation {
+        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+        id: device as i32,
+    }
+}
+
+fn prop(device: usize) -> sys::CUmemAllocationProp {
+    // SAFETY: a plain C struct for which all-zero is a valid (default) value.
+    let mut p: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    p.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.requestedHandleTypes = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p.location = location(device);
+    p
+}
+
+/// The allocation granularity on `device` (the context must be current).
+fn granularity(device: usize) -> Result<usize> {
+    let p = prop(device);
+    let mut g = 0usize;
+    // SAFETY: out-pointer to a local, valid property struct.
+    check(
+        unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut g,
+                &p,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+        },
+        "cuMemGetAllocationGranularity",
+        device,
+    )?;
+    Ok(g.max(1))
+}
+
+/// Reserve a range for `handle`, map it and grant `device` read/write access.
+///
+/// # Safety
+/// The context of `device` is current; `handle` holds at least `bytes`.
+unsafe fn map(
+    handle: sys::CUmemGenericAllocationHandle,
+    bytes: usize,
+    align: usize,
+    device: usize,
+) -> Result<u64> {
+    let mut ptr: sys::CUdeviceptr = 0;
+    // SAFETY: out-pointer to a local.
+    check(
+        unsafe { sys::cuMemAddressReserve(&mut ptr, bytes, align, 0, 0) },
+        "cuMemAddressReserve",
+        device,
+    )?;
+    // SAFETY: a fresh reservation of `bytes`, a live handle of at least that size.
+    if let Err(e) = check(
+        unsafe { sys::cuMemMap(ptr, bytes, 0, handle, 0) },
+        "cuMemMap",
+        device,
+    ) {
+        // SAFETY: the reservation just made.
+        let _ = unsafe { sys::cuMemAddressFree(ptr, bytes) };
+        return Err(e);
+    }
+    let desc = sys::CUmemAccessDesc {
+        location: location(device),
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: the mapping just made; one descriptor.
+    if let Err(e) = check(
+        unsafe { sys::cuMemSetAccess(ptr, bytes, &desc, 1) },
+        "cuMemSetAccess",
+        device,
+    ) {
+        // SAFETY: as above.
+        unsafe {
+            let _ = sys::cuMemUnmap(ptr, bytes);
+            let _ = sys::cuMemAddressFree(ptr, bytes);
+        }
+        return Err(e);
+    }
+    Ok(ptr)
+}
+
+/// A zeroed exportable segment of at least `bytes` on `device` (its context current).
+pub fn alloc(device: usize, bytes: usize) -> Result<SharedMem> {
+    let g = granularity(device)?;
+    let bytes = bytes.max(1).div_ceil(g) * g;
+    let p = prop(device);
+    let mut handle: sys::CUmemGenericAllocationHandle = 0;
+    // SAFETY: out-pointer to a local; valid properties.
+    check(
+        unsafe { sys::cuMemCreate(&mut handle, bytes, &p, 0) },
+        "cuMemCreate",
+        device,
+    )
+    .map_err(|e| Error::Alloc {
+        bytes,
+        device,
+        backend: "gpu (vmm, shareable)",
+        message: e.to_string(),
+    })?;
+    let release = |e: Error| {
+        // SAFETY: the handle just created.
+        let _ = unsafe { sys::cuMemRelease(handle) };
+        e
+    };
+    // SAFETY: context current (caller), the handle holds `bytes`.
+    let dev = unsafe { map(handle, bytes, g, device) }.map_err(release)?;
+    let free_all = |e: Error| {
+        // SAFETY: the mapping and handle just made.
+        unsafe {
+            let _ = sys::cuMemUnmap(dev, bytes);
+            let _ = sys::cuMemAddressFree(dev, bytes);
+            let _ = sys::cuMemRelease(handle);
+        }
+        e
+    };
+    // SAFETY: a mapped range of `bytes`.
+    check(unsafe { sys::cuMemsetD8_v2(dev, 0, bytes) }, "cuMemsetD8", device).map_err(free_all)?;
+    // The memset runs on the legacy stream; our non-blocking streams do not wait for it.
+    // SAFETY: context current; the null stream is the legacy default stream.
+    check(
+        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
+        "cuStreamSynchronize(legacy)",
+        device,
+    )
+    .map_err(free_all)?;
+    let mut raw: i32 = -1;
+    // SAFETY: a POSIX-fd handle type writes an int into the out-pointer.
+    check(
+        unsafe {
+            sys::cuMemExportToShareableHandle(
+                &mut raw as *mut i32 as *mut c_void,
+                handle,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                0,
+            )
+        },
+        "cuMemExportToShareableHandle",
+        device,
+    )
+    .map_err(free_all)?;
+    // SAFETY: a descriptor the driver just opened for us.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    Ok(SharedMem {
+        device,
+        dev,
+        bytes,
+        fd: Some(fd),
+        handle,
+    })
+}
+
+/// Map a peer's exported segment (`bytes` as the owner reported it) for use on `device`
+/// (its context current).
+pub fn import(device: usize, fd: &OwnedFd, bytes: usize) -> Result<SharedMem> {
+    let g = granularity(device)?;
+    if bytes == 0 || !bytes.is_multiple_of(g) {
+        return Err(Error::Cuda {
+            op: "segment import",
+            device: device as i32,
+            message: format!("the peer reported {bytes} bytes, not a multiple of the granularity {g}"),
+        });
+    }
+    let mut handle: sys::CUmemGenericAllocationHandle = 0;
+    // SAFETY: for POSIX descriptors the "OS handle" is the descriptor's value; the driver
+    // dups what it needs, we keep ownership of `fd`.
+    check(
+        unsafe {
+            sys::cuMemImportFromShareableHandle(
+                &mut handle,
+                fd.as_raw_fd() as usize as *mut c_void,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            )
+        },
+        "cuMemImportFromShareableHandle",
+        device,
+    )?;
+    // SAFETY: context current, the imported handle holds the owner's `bytes`.
+    let dev = unsafe { map(handle, bytes, g, device) }.inspect_err(|_| {
+        // SAFETY: the handle just imported.
+        let _ = unsafe { sys::cuMemRelease(handle) };
+    })?;
+    Ok(SharedMem {
+        device,
+        dev,
+        bytes,
+        fd: None,
+        handle,
+    })
+}
+
+/// Unmap and release a segment (owner or import); the context of its device current.
+///
+/// # Safety
+/// No kernel uses the mapping any more.
+pub unsafe fn free(mem: SharedMem) {
+    // SAFETY: caller contract; the mapping and handle are ours.
+    unsafe {
+        let _ = sys::cuMemUnmap(mem.dev, mem.bytes);
+        let _ = sys::cuMemAddressFree(mem.dev, mem.bytes);
+        let _ = sys::cuMemRelease(mem.handle);
+    }
+}
