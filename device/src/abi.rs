@@ -9,7 +9,7 @@
 use rustacuda_core::DeviceCopy;
 
 /// Version of the layouts in this module.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// Upper bound on blocks per rank in one collective launch (sizes the sync inboxes).
 pub const MAX_BLOCKS: usize = 64;
@@ -250,6 +250,12 @@ pub struct AllReduceArgs {
     pub scalar: u64,
     /// Must be equal on all ranks (collective, count, dtype, op, algorithm).
     pub fingerprint: u64,
+    /// Staged calls (communicators spanning processes): this rank's own user input and
+    /// output, which its kernel uses for its own share instead of the published `send` and
+    /// `recv` (the staging buffers peers reach). 0 = not staged (use `send` and `recv`).
+    /// Appended in [`ABI_VERSION`] 3.
+    pub local_send: u64,
+    pub local_recv: u64,
 }
 
 /// Arguments of the broadcast, reduce, all-gather, reduce-scatter, all-to-all, gather,
@@ -299,7 +305,7 @@ const _: () = {
     assert!(size_of::<CommArgs>() == 48 && align_of::<CommArgs>() == 8);
     assert!(size_of::<SyncLine>() == 32 && align_of::<SyncLine>() == 32);
     assert!(size_of::<ErrorRecord>() == 32);
-    assert!(size_of::<AllReduceArgs>() == 120 && align_of::<AllReduceArgs>() == 8);
+    assert!(size_of::<AllReduceArgs>() == 136 && align_of::<AllReduceArgs>() == 8);
     assert!(size_of::<CollArgs>() == 128 && align_of::<CollArgs>() == 8);
 };
 

@@ -25,8 +25,22 @@ use crate::abi::{AllReduceArgs, RedOp, SyncLine, ALGO_ONE_SHOT, ERR_MISMATCH};
 use crate::coll::reduce_copy::{reduce_copy, Addrs, Field};
 use crate::exec::ExecCtx;
 use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Reduce, Sum};
-use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, wait_payload, Payload};
+use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, wait_payload_local, Payload};
 use crate::prims::wait::{failed_before, report_error};
+
+/// Two-shot: the elements `[lo, hi)` rank `rank` of `n` owns of a `count`-element call with
+/// `elem_bytes`-byte elements (chunks of whole 16-byte vectors). The host's staged path cuts
+/// its copies with the same function.
+#[inline(always)]
+pub const fn two_shot_range(count: u64, n: u32, rank: u32, elem_bytes: u64) -> (u64, u64) {
+    let vec = 16 / elem_bytes;
+    let n = if n == 0 { 1 } else { n as u64 };
+    let chunk = count.div_ceil(n).div_ceil(vec) * vec;
+    let lo = chunk * rank as u64;
+    let lo = if lo < count { lo } else { count };
+    let hi = lo + chunk;
+    (lo, if hi < count { hi } else { count })
+}
 
 /// The all-reduce kernel body for element type `T` (dispatches on the operator).
 ///
@@ -80,7 +94,13 @@ unsafe fn run<T: Elem, O: Reduce<T>>(ctx: &ExecCtx, a: &AllReduceArgs, op: O) {
             fingerprint: a.fingerprint,
         }),
     );
-    if !wait_payload(ctx, comm, a.epoch + 1) {
+    let staged = a.local_send != 0;
+    let local = if staged {
+        Some((a.local_send, a.local_recv))
+    } else {
+        None
+    };
+    if !wait_payload_local(ctx, comm, a.epoch + 1, local) {
         return;
     }
     let lines = line_addr(inbox_of(comm, comm.rank), n, ctx.block, 0) as *const SyncLine;
@@ -99,7 +119,10 @@ unsafe fn run<T: Elem, O: Reduce<T>>(ctx: &ExecCtx, a: &AllReduceArgs, op: O) {
             bad_peer = q;
             bad_fp = fp;
         }
-        any_in_place |= s == r;
+        // Staged calls: peers see staging buffers (never in place); this rank's own line
+        // holds its user buffers, which only it touches, so its being in place is safe for
+        // both algorithms and must not change the choice (peers cannot see it).
+        any_in_place |= s == r && !staged;
         q += 1;
     }
     if bad_peer != u32::MAX {
@@ -119,16 +142,10 @@ unsafe fn run<T: Elem, O: Reduce<T>>(ctx: &ExecCtx, a: &AllReduceArgs, op: O) {
 
     let srcs = Addrs::from_lines(lines, n, Field::Send);
     let (dsts, lo, hi) = if a.algo == ALGO_ONE_SHOT && !any_in_place {
-        (Addrs::one(a.recv), 0, a.count)
+        (Addrs::one(if staged { a.local_recv } else { a.recv }), 0, a.count)
     } else {
-        let vec = crate::ops::elem::lanes::<T>() as u64;
-        let chunk = a.count.div_ceil(n as u64).div_ceil(vec) * vec;
-        let lo = (chunk * comm.rank as u64).min(a.count);
-        (
-            Addrs::from_lines(lines, n, Field::Recv),
-            lo,
-            (lo + chunk).min(a.count),
-        )
+        let (lo, hi) = two_shot_range(a.count, n, comm.rank, core::mem::size_of::<T>() as u64);
+        (Addrs::from_lines(lines, n, Field::Recv), lo, hi)
     };
     reduce_copy::<T, O>(ctx, &op, &srcs, &dsts, lo, hi);
 

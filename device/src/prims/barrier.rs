@@ -133,6 +133,23 @@ pub unsafe fn wait(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
 /// As [`wait`]; the arrival at `epoch` must carry a payload.
 #[inline]
 pub unsafe fn wait_payload(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
+    wait_payload_local(ctx, comm, epoch, None)
+}
+
+/// As [`wait_payload`]; with `local = Some((send, recv))`, this rank's own line then holds
+/// those addresses instead of the ones it published (a staged call's own user buffers,
+/// which only this rank uses; its peers use the published staging buffers). Only this
+/// rank reads its own inbox, so the rewrite is private to the call.
+///
+/// # Safety
+/// As [`wait_payload`].
+#[inline]
+pub unsafe fn wait_payload_local(
+    ctx: &ExecCtx,
+    comm: &CommArgs,
+    epoch: u64,
+    local: Option<(u64, u64)>,
+) -> bool {
     let waiter = Waiter {
         abort_flag: comm.abort_flag,
         timeout_ns: comm.timeout_ns,
@@ -152,7 +169,10 @@ pub unsafe fn wait_payload(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
             break;
         }
         let d = delta_of(comm, t);
-        if d != 0 {
+        if let (Some((ls, lr)), true) = (local, t == comm.rank) {
+            arch::store_u64(core::ptr::addr_of_mut!((*line).send), ls);
+            arch::store_u64(core::ptr::addr_of_mut!((*line).recv), lr);
+        } else if d != 0 {
             let s = core::ptr::addr_of_mut!((*line).send);
             let r = core::ptr::addr_of_mut!((*line).recv);
             arch::store_u64(s, arch::load_u64(s).wrapping_add(d));

@@ -77,11 +77,13 @@ impl Comm {
             );
             return self.all_reduce_staged(send, recv, count, dtype, op, fp, stream);
         }
-        self.all_reduce_direct(send, recv, count, dtype, op, None, stream)
+        self.all_reduce_direct(send, recv, count, dtype, op, None, None, stream)
     }
 
     /// Launch the all-reduce kernel on `send` and `recv` as they are (the addresses peers
-    /// will load and store); `fp` replaces the call's own fingerprint (staged pieces).
+    /// will load and store); `fp` replaces the call's own fingerprint (staged pieces);
+    /// `local` gives a staged piece's own user input and output, which this rank's kernel
+    /// uses for its own share (see `AllReduceArgs::local_send`).
     ///
     /// # Safety
     /// As [`Comm::all_reduce_raw`]; `count > 0`.
@@ -94,6 +96,7 @@ impl Comm {
         dtype: DataType,
         op: Op,
         fp: Option<u64>,
+        local: Option<(u64, u64)>,
         stream: &Stream,
     ) -> Result<()> {
         let bytes = self.bytes_of(OP, count, dtype, 1)? as u64;
@@ -125,6 +128,8 @@ impl Comm {
                 _ => 0,
             },
             fingerprint: fp,
+            local_send: local.map_or(0, |l| l.0),
+            local_recv: local.map_or(0, |l| l.1),
         };
         tracing::trace!(target: "oxccl::coll", ?grid, algo, epoch, "launch all_reduce");
         self.group.backend.launch_all_reduce(stream, grid, &args)

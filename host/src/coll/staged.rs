@@ -13,6 +13,13 @@
 //!    barrier are translated by `oxccl_device::prims::barrier::wait_payload`);
 //! 3. copy the piece's output from `R` into the user's output buffer.
 //!
+//! The all-reduce copies less: its kernel takes this rank's own user buffers besides the
+//! staging addresses it publishes (`AllReduceArgs::local_send`), so only what peers read
+//! goes into `S` (everything for one-shot, all but the own two-shot chunk otherwise) and
+//! only what peers wrote comes out of `R` (nothing for one-shot: the kernel stores the
+//! result into the user's output itself). For two ranks that is 4 bytes of device-memory
+//! traffic per input byte instead of 6.
+//!
 //! Reuse of `S` and `R` is ordered by the stream and the kernel's barriers: a piece's copy
 //! into `S` comes after the previous piece's kernel passed its exit barrier (no peer reads
 //! `S` any more), and peers store into `R` only after the next entry barrier, which this rank
@@ -31,6 +38,9 @@ use oxccl_device::abi::{
     counts_hash, fingerprint, DataType, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_REDUCE, COLL_ALL_TO_ALL,
     COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
+
+use oxccl_device::abi::ALGO_ONE_SHOT;
+use oxccl_device::coll::all_reduce::two_shot_range;
 
 use super::launch::{Call, VLayout};
 use super::{coll_name, Op};
@@ -335,21 +345,72 @@ impl Comm {
             v: None,
         };
         let (st, pieces) = self.staged_plan("all_reduce", &call, None)?;
+        let es = dtype.size();
+        let mut off = 0usize;
         for (j, p) in pieces.iter().enumerate() {
-            self.stage_moves(stream, st, send, recv, &p.before)?;
+            let k = p.count;
+            let (ps, pr) = (send + (off * es) as u64, recv + (off * es) as u64);
+            // Only the part peers read goes into S, and only the part peers wrote comes out
+            // of R: one-shot peers read all of it and write nothing here; two-shot peers
+            // read and write everything but this rank's own chunk, which its kernel reads
+            // from and writes to the user buffers directly.
+            let own = if self.choose_algo((k * es) as u64) == ALGO_ONE_SHOT {
+                None
+            } else {
+                let (lo, hi) = two_shot_range(k as u64, self.count(), self.rank(), es as u64);
+                Some((lo as usize, hi as usize))
+            };
+            let (before, after) = all_reduce_moves(k, es, own);
+            self.stage_moves(stream, st, ps, pr, &before)?;
             self.all_reduce_direct(
                 st.send,
                 st.recv,
-                p.count,
+                k,
                 dtype,
                 op,
                 Some(piece_fp(fp, j)),
+                Some((ps, pr)),
                 stream,
             )?;
-            self.stage_moves(stream, st, send, recv, &p.after)?;
+            self.stage_moves(stream, st, ps, pr, &after)?;
+            off += k;
         }
         Ok(())
     }
+}
+
+/// The copies of one staged all-reduce piece of `k` elements of `es` bytes: the whole piece
+/// into S (one-shot, `own = None`), or everything but the own two-shot chunk `[lo, hi)` into
+/// S before the kernel and out of R after it. Offsets are relative to the piece.
+pub(crate) fn all_reduce_moves(k: usize, es: usize, own: Option<(usize, usize)>) -> (Vec<Move>, Vec<Move>) {
+    let Some((lo, hi)) = own else {
+        let m = Move {
+            dst: Loc::StageSend(0),
+            src: Loc::UserSend(0),
+            bytes: k * es,
+        };
+        return (vec![m], Vec::new());
+    };
+    let parts = [(0, lo), (hi, k)];
+    let into = parts
+        .iter()
+        .filter(|(a, b)| b > a)
+        .map(|&(a, b)| Move {
+            dst: Loc::StageSend(a * es),
+            src: Loc::UserSend(a * es),
+            bytes: (b - a) * es,
+        })
+        .collect();
+    let out = parts
+        .iter()
+        .filter(|(a, b)| b > a)
+        .map(|&(a, b)| Move {
+            dst: Loc::UserRecv(a * es),
+            src: Loc::StageRecv(a * es),
+            bytes: (b - a) * es,
+        })
+        .collect();
+    (into, out)
 }
 
 #[cfg(test)]
