@@ -82,6 +82,7 @@ run)
         step procs-large "$bin" check --backend gpu --procs --bytes --ranks 2,8 --dtypes bf16 --ops sum --counts 64M
         step procs-perf-f32 "$bin" perf --backend gpu --procs --ranks 2 --dtype f32 --op sum --min 16M --max 128M --step 8
         step procs-perf-8 "$bin" perf --backend gpu --procs --ranks 8 --dtype bf16 --op sum --min 1K --max 256M --step 16
+        step procs-perf-p2p "$bin" perf --backend gpu --procs --coll send_recv --ranks 2 --dtype bf16 --min 1K --max 256M --step 16
         echo quit | nvidia-cuda-mps-control && echo "mps daemon stopped" | tee -a "$log"
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
         # Without MPS the processes' kernels are time-sliced: correct, but each wait spans
@@ -96,6 +97,7 @@ run)
                 step "table-$coll-$dt" "$bin" perf --backend gpu --coll $coll --ranks 8 --dtype $dt --op sum --min 1K --max 1G --step 4
             done
         done
+        step table-send_recv-bf16 "$bin" perf --backend gpu --coll send_recv --ranks 8 --dtype bf16 --min 1K --max 1G --step 4
         step torch-ref python3 scripts/torch-ref.py --ranks 8 --min 1K --max 1G
     fi
     echo "=== summary"

@@ -2,8 +2,8 @@
 //! dispatch as plain functions for the CPU backend.
 
 use crate::abi::{
-    AllReduceArgs, CollArgs, P2pArgs, DataType, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL, COLL_BROADCAST,
-    COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
+    AllReduceArgs, CollArgs, DataType, P2pArgs, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL,
+    COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
 use crate::coll::all_reduce::all_reduce;
 use crate::coll::lsa::{copy_coll, reduce_coll};

@@ -149,7 +149,15 @@ fn kernel_parameters_are_the_abi_structs() {
 fn p2p_kernel_uses_its_protocol_instructions() {
     let f = functions(&ptx());
     let k = oxccl_device::kernels::P2P_KERNEL;
-    let body = f.get(k).unwrap_or_else(|| panic!("kernel {k} missing from the PTX"));
-    assert!(body.contains("red.release.sys.add.u64"), "{k} lacks red.release.sys.add.u64");
-    assert!(body.contains("ld.param"), "{k} does not read its parameters in place");
+    let body = f
+        .get(k)
+        .unwrap_or_else(|| panic!("kernel {k} missing from the PTX"));
+    assert!(
+        body.contains("red.release.sys.add.u64"),
+        "{k} lacks red.release.sys.add.u64"
+    );
+    assert!(
+        body.contains("ld.param"),
+        "{k} does not read its parameters in place"
+    );
 }

@@ -27,9 +27,7 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use oxccl_device::abi::{
-    Header, P2pArgs, P2pOp, P2P_DIRECT, P2P_MAX_LANES, P2P_MAX_OPS, P2P_STAGED,
-};
+use oxccl_device::abi::{Header, P2pArgs, P2pOp, P2P_DIRECT, P2P_MAX_LANES, P2P_MAX_OPS, P2P_STAGED};
 
 use crate::backend::{BackendKind, Grid, Stream};
 use crate::error::{Error, Result};
@@ -130,10 +128,14 @@ fn same_stream(a: &Stream, b: &Stream) -> bool {
     }
 }
 
+/// One communicator rank's operations of a group: its state, its stream, and its operations
+/// in posting order with the epoch each was posted at.
+type RankOps = (Arc<P2pState>, Stream, Vec<(Posted, u64)>);
+
 /// Launch the operations of a group: per communicator rank (in order of first use), its
 /// operations in posting order. Every rank is launched; the first error is returned.
 fn launch_all(ops: Vec<Pending>) -> Result<()> {
-    let mut per_rank: Vec<(Arc<P2pState>, Stream, Vec<(Posted, u64)>)> = Vec::new();
+    let mut per_rank: Vec<RankOps> = Vec::new();
     for p in ops {
         match per_rank.iter_mut().find(|r| Arc::ptr_eq(&r.0, &p.state)) {
             Some(r) => r.2.push((p.op, p.epoch)),
@@ -155,11 +157,10 @@ const LANE_BYTES_CPU: u64 = 4 << 20;
 
 /// Launch one rank's operations of a group.
 fn launch_rank(st: &P2pState, stream: &Stream, ops: &[(Posted, u64)]) -> Result<()> {
-    let _span = tracing::debug_span!(target: "oxccl::p2p", "group launch", rank = st.rank, ops = ops.len()).entered();
+    let _span =
+        tracing::debug_span!(target: "oxccl::p2p", "group launch", rank = st.rank, ops = ops.len()).entered();
     let backend = st.backend();
-    let budget = backend
-        .max_p2p_blocks_per_rank(st.group.ranks_per_device)
-        .max(2);
+    let budget = backend.max_p2p_blocks_per_rank(st.group.ranks_per_device).max(2);
     let mut lim = Limits {
         max_ops: P2P_MAX_OPS.min(budget as usize).max(2),
         max_blocks: budget,
@@ -212,7 +213,11 @@ fn launch_rank(st: &P2pState, stream: &Stream, ops: &[(Posted, u64)]) -> Result<
             header: Header::of::<P2pArgs>(),
             comm: st.comm,
             nops: launch.len() as u32,
-            mode: if st.staging.is_some() { P2P_STAGED } else { P2P_DIRECT },
+            mode: if st.staging.is_some() {
+                P2P_STAGED
+            } else {
+                P2P_DIRECT
+            },
             stage_offset: st.staging.map_or(0, |s| s.1),
             slot_bytes: st.slot_bytes(),
             epoch: 0,

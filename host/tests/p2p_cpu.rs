@@ -97,8 +97,10 @@ fn per_thread_groups_with_receive_before_send() {
                 src.upload(&data).unwrap();
                 let mut dst = buf(c, count * 4, 0xff);
                 group_start();
-                c.recv(&mut dst, count, DataType::U32, ((me + n - 1) % n) as u32, st).unwrap();
-                c.send(&src, count, DataType::U32, ((me + 1) % n) as u32, st).unwrap();
+                c.recv(&mut dst, count, DataType::U32, ((me + n - 1) % n) as u32, st)
+                    .unwrap();
+                c.send(&src, count, DataType::U32, ((me + 1) % n) as u32, st)
+                    .unwrap();
                 group_end().unwrap();
                 c.backend().synchronize(st).unwrap();
                 c.async_error().unwrap();
@@ -137,10 +139,22 @@ fn self_sends_repeated_pairs_and_large_groups() {
                 let off = ((q * reps + t) * bytes) as u64;
                 // SAFETY: blocks of live buffers of n * reps * bytes.
                 unsafe {
-                    c.recv_raw(dsts[i].ptr() + off, count, DataType::Bf16, q as u32, &r.streams[i])
-                        .unwrap();
-                    c.send_raw(srcs[i].0.ptr() + off, count, DataType::Bf16, q as u32, &r.streams[i])
-                        .unwrap();
+                    c.recv_raw(
+                        dsts[i].ptr() + off,
+                        count,
+                        DataType::Bf16,
+                        q as u32,
+                        &r.streams[i],
+                    )
+                    .unwrap();
+                    c.send_raw(
+                        srcs[i].0.ptr() + off,
+                        count,
+                        DataType::Bf16,
+                        q as u32,
+                        &r.streams[i],
+                    )
+                    .unwrap();
                 }
             }
         }
@@ -150,14 +164,14 @@ fn self_sends_repeated_pairs_and_large_groups() {
     for (i, c) in r.comms.iter().enumerate() {
         let me = c.rank() as usize;
         let got = bytes_of(&dsts[i], n * reps * bytes);
-        for q in 0..n {
+        for (q, (_, sent)) in srcs.iter().enumerate() {
             for t in 0..reps {
                 // The t-th receive from q got q's t-th send to me: q's block (me, t).
                 let mine = (q * reps + t) * bytes;
                 let theirs = (me * reps + t) * bytes;
                 assert_eq!(
                     &got[mine..mine + bytes],
-                    &srcs[q].1[theirs..theirs + bytes],
+                    &sent[theirs..theirs + bytes],
                     "rank {me} receive #{t} from {q}"
                 );
             }
@@ -169,15 +183,21 @@ fn self_sends_repeated_pairs_and_large_groups() {
 fn nested_groups_launch_at_the_outermost_end() {
     let r = ranks(2);
     let count = 64;
-    let srcs: Vec<DeviceBuffer> = r.comms.iter().map(|c| buf(c, count * 4, c.rank() as u8 + 1)).collect();
+    let srcs: Vec<DeviceBuffer> = r
+        .comms
+        .iter()
+        .map(|c| buf(c, count * 4, c.rank() as u8 + 1))
+        .collect();
     let mut dsts: Vec<DeviceBuffer> = r.comms.iter().map(|c| buf(c, count * 4, 0xff)).collect();
     assert_eq!(oxccl::group::group_depth(), 0);
     group_start();
     group_start();
     for (i, c) in r.comms.iter().enumerate() {
         let peer = 1 - c.rank();
-        c.send(&srcs[i], count, DataType::F32, peer, &r.streams[i]).unwrap();
-        c.recv(&mut dsts[i], count, DataType::F32, peer, &r.streams[i]).unwrap();
+        c.send(&srcs[i], count, DataType::F32, peer, &r.streams[i])
+            .unwrap();
+        c.recv(&mut dsts[i], count, DataType::F32, peer, &r.streams[i])
+            .unwrap();
     }
     group_end().unwrap();
     assert_eq!(oxccl::group::group_depth(), 1);
@@ -211,9 +231,16 @@ fn two_communicators_in_one_group() {
             let me = c.rank() as usize;
             let src = buf(c, count, tag + me as u8);
             let mut dst = buf(c, count, 0xff);
-            c.recv(&mut dst, count, DataType::I8, ((me + n - 1) % n) as u32, &set.streams[i])
+            c.recv(
+                &mut dst,
+                count,
+                DataType::I8,
+                ((me + n - 1) % n) as u32,
+                &set.streams[i],
+            )
+            .unwrap();
+            c.send(&src, count, DataType::I8, ((me + 1) % n) as u32, &set.streams[i])
                 .unwrap();
-            c.send(&src, count, DataType::I8, ((me + 1) % n) as u32, &set.streams[i]).unwrap();
             bufs.push((tag, n, me, src, dst));
         }
     }
@@ -222,7 +249,11 @@ fn two_communicators_in_one_group() {
     b.sync().unwrap();
     for (tag, n, me, _src, dst) in &bufs {
         let from = (me + n - 1) % n;
-        assert_eq!(bytes_of(dst, count), vec![tag + from as u8; count], "tag {tag} rank {me}");
+        assert_eq!(
+            bytes_of(dst, count),
+            vec![tag + from as u8; count],
+            "tag {tag} rank {me}"
+        );
     }
 }
 
@@ -233,25 +264,41 @@ fn collectives_inside_a_group() {
     let r = ranks(3);
     let n = 3;
     let count = 100;
-    let ones: Vec<DeviceBuffer> = r.comms.iter().map(|c| {
-        let mut b = buf(c, count * 4, 0);
-        b.upload(&vec![1.0f32; count].iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
-        b
-    }).collect();
+    let ones: Vec<DeviceBuffer> = r
+        .comms
+        .iter()
+        .map(|c| {
+            let mut b = buf(c, count * 4, 0);
+            b.upload(
+                &vec![1.0f32; count]
+                    .iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            )
+            .unwrap();
+            b
+        })
+        .collect();
     let mut sums: Vec<DeviceBuffer> = r.comms.iter().map(|c| buf(c, count * 4, 0xff)).collect();
     let mut got: Vec<DeviceBuffer> = r.comms.iter().map(|c| buf(c, count * 4, 0xff)).collect();
     group_start();
     for (i, c) in r.comms.iter().enumerate() {
         let me = c.rank() as usize;
         let s = &r.streams[i];
-        c.recv(&mut got[i], count, DataType::F32, ((me + n - 1) % n) as u32, s).unwrap();
-        c.all_reduce(&ones[i], &mut sums[i], count, DataType::F32, Op::Sum, s).unwrap();
-        c.send(&ones[i], count, DataType::F32, ((me + 1) % n) as u32, s).unwrap();
+        c.recv(&mut got[i], count, DataType::F32, ((me + n - 1) % n) as u32, s)
+            .unwrap();
+        c.all_reduce(&ones[i], &mut sums[i], count, DataType::F32, Op::Sum, s)
+            .unwrap();
+        c.send(&ones[i], count, DataType::F32, ((me + 1) % n) as u32, s)
+            .unwrap();
     }
     group_end().unwrap();
     r.sync().unwrap();
     let f = |b: &DeviceBuffer| -> Vec<f32> {
-        bytes_of(b, count * 4).chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+        bytes_of(b, count * 4)
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
     };
     for i in 0..n {
         assert_eq!(f(&sums[i]), vec![3.0; count]);
@@ -266,14 +313,20 @@ fn bad_arguments_and_group_misuse_are_reported() {
     let s = &r.streams[0];
     let b = buf(c, 64, 0);
     match c.send(&b, 16, DataType::F32, 2, s) {
-        Err(e @ Error::InvalidArgument { op: "send", rank: 0, .. }) => {
+        Err(
+            e @ Error::InvalidArgument {
+                op: "send", rank: 0, ..
+            },
+        ) => {
             assert!(e.to_string().contains("peer 2"), "{e}")
         }
         other => panic!("peer out of range: {other:?}"),
     }
     let mut m = buf(c, 64, 0);
     match c.recv(&mut m, 17, DataType::F32, 1, s) {
-        Err(Error::InvalidArgument { op: "recv", rank: 0, .. }) => {}
+        Err(Error::InvalidArgument {
+            op: "recv", rank: 0, ..
+        }) => {}
         other => panic!("buffer too small: {other:?}"),
     }
     // One communicator rank, two streams, one group.
@@ -302,8 +355,12 @@ fn mismatched_postings_name_both_ranks() {
         let mut dst = buf(&r.comms[1], 400, 0xff);
         let t0 = Instant::now();
         group_start();
-        r.comms[0].send(&src, 100, DataType::F32, 1, &r.streams[0]).unwrap();
-        r.comms[1].recv(&mut dst, theirs_count, theirs_dt, 0, &r.streams[1]).unwrap();
+        r.comms[0]
+            .send(&src, 100, DataType::F32, 1, &r.streams[0])
+            .unwrap();
+        r.comms[1]
+            .recv(&mut dst, theirs_count, theirs_dt, 0, &r.streams[1])
+            .unwrap();
         group_end().unwrap();
         let errs: Vec<String> = r
             .comms
@@ -328,8 +385,12 @@ fn mismatched_postings_name_both_ranks() {
         // The next pair is matched as usual.
         let mut dst2 = buf(&r.comms[1], 400, 0xff);
         group_start();
-        r.comms[1].recv(&mut dst2, 100, DataType::F32, 0, &r.streams[1]).unwrap();
-        r.comms[0].send(&src, 100, DataType::F32, 1, &r.streams[0]).unwrap();
+        r.comms[1]
+            .recv(&mut dst2, 100, DataType::F32, 0, &r.streams[1])
+            .unwrap();
+        r.comms[0]
+            .send(&src, 100, DataType::F32, 1, &r.streams[0])
+            .unwrap();
         group_end().unwrap();
         for (c, s) in r.comms.iter().zip(&r.streams) {
             c.backend().synchronize(s).unwrap();
@@ -342,11 +403,24 @@ fn mismatched_postings_name_both_ranks() {
 fn a_receive_without_a_send_times_out_naming_the_peer() {
     let r = ranks_with(2, Duration::from_millis(300));
     let mut dst = buf(&r.comms[1], 64, 0xff);
-    r.comms[1].recv(&mut dst, 16, DataType::U32, 0, &r.streams[1]).unwrap();
+    r.comms[1]
+        .recv(&mut dst, 16, DataType::U32, 0, &r.streams[1])
+        .unwrap();
     r.comms[1].backend().synchronize(&r.streams[1]).unwrap();
     match r.comms[1].async_error() {
-        Err(e @ Error::P2pTimeout { op: "recv", rank: 1, peer: 0, .. }) => {
-            assert!(e.to_string().contains("a recv of 16 u32 elements (64 bytes) from rank 0"), "{e}")
+        Err(
+            e @ Error::P2pTimeout {
+                op: "recv",
+                rank: 1,
+                peer: 0,
+                ..
+            },
+        ) => {
+            assert!(
+                e.to_string()
+                    .contains("a recv of 16 u32 elements (64 bytes) from rank 0"),
+                "{e}"
+            )
         }
         other => panic!("expected a timeout naming rank 0, got {other:?}"),
     }
@@ -359,15 +433,17 @@ fn abort_during_a_pending_receive_returns_quickly_on_every_rank() {
     let r = ranks(3);
     let mut dsts: Vec<DeviceBuffer> = r.comms.iter().map(|c| buf(c, 4096, 0xff)).collect();
     group_start();
-    for i in 0..2 {
-        r.comms[i].recv(&mut dsts[i], 1024, DataType::F32, 2, &r.streams[i]).unwrap();
+    for (i, d) in dsts.iter_mut().enumerate().take(2) {
+        r.comms[i].recv(d, 1024, DataType::F32, 2, &r.streams[i]).unwrap();
     }
     // Rank 2 is busy with an exchange with itself that does complete.
     let src = buf(&r.comms[2], 4096, 3);
-    r.comms[2].send(&src, 1024, DataType::F32, 2, &r.streams[2]).unwrap();
-    let (head, tail) = dsts.split_at_mut(2);
-    let _ = head;
-    r.comms[2].recv(&mut tail[0], 1024, DataType::F32, 2, &r.streams[2]).unwrap();
+    r.comms[2]
+        .send(&src, 1024, DataType::F32, 2, &r.streams[2])
+        .unwrap();
+    r.comms[2]
+        .recv(&mut dsts[2], 1024, DataType::F32, 2, &r.streams[2])
+        .unwrap();
     group_end().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let t0 = Instant::now();

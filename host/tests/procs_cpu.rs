@@ -403,7 +403,11 @@ fn p2p_mismatch(ranks: &Ranks) -> oxccl::Result<usize> {
                 return Err(Error::Verify(format!("the message must name both postings: {m}")));
             }
         }
-        other => return Err(Error::Verify(format!("expected a mismatch naming the peer, got {other:?}"))),
+        other => {
+            return Err(Error::Verify(format!(
+                "expected a mismatch naming the peer, got {other:?}"
+            )))
+        }
     }
     let mut host = vec![0u8; 4000];
     b.download(&mut host)?;

@@ -114,7 +114,10 @@ fn find_work(ctx: &ExecCtx, a: &P2pArgs) -> Option<Work> {
     found
 }
 
-const _: () = assert!(P2P_MAX_OPS == 64, "find_work visits exactly P2P_MAX_OPS operations");
+const _: () = assert!(
+    P2P_MAX_OPS == 64,
+    "find_work visits exactly P2P_MAX_OPS operations"
+);
 
 /// Sends and receives of one group launch (see the module docs).
 ///
@@ -216,7 +219,10 @@ impl Side<'_> {
     #[inline(always)]
     unsafe fn announce(&self, addr: u64) -> bool {
         let own = self.own();
-        if !self.wait(core::ptr::addr_of!((*own).recv_seq), self.w.op.seq.wrapping_sub(1)) {
+        if !self.wait(
+            core::ptr::addr_of!((*own).recv_seq),
+            self.w.op.seq.wrapping_sub(1),
+        ) {
             return false;
         }
         if self.ctx.thread == 0 {
@@ -225,7 +231,10 @@ impl Side<'_> {
             arch::store_u64(core::ptr::addr_of_mut!((*own).done_posted), 0);
             arch::store_u64(core::ptr::addr_of_mut!((*t).ready_addr), addr);
             arch::store_u64(core::ptr::addr_of_mut!((*t).ready_posted), self.w.op.posting());
-            arch::store_u64(core::ptr::addr_of_mut!((*t).ready_consumed), consumed_word(self.w.op.seq, 0));
+            arch::store_u64(
+                core::ptr::addr_of_mut!((*t).ready_consumed),
+                consumed_word(self.w.op.seq, 0),
+            );
             arch::fence_acq_rel_sys();
             arch::store_release_sys_u64(core::ptr::addr_of_mut!((*t).ready_seq), self.w.op.seq);
         }
@@ -356,7 +365,11 @@ impl Side<'_> {
                 return;
             }
             let off = k * sub;
-            let len = if self.bytes - off < sub { self.bytes - off } else { sub };
+            let len = if self.bytes - off < sub {
+                self.bytes - off
+            } else {
+                sub
+            };
             self.copy(slot + (k & 1) * sub, self.w.op.addr.wrapping_add(off), len);
             self.ctx.sync_threads();
             if self.ctx.thread == 0 {
@@ -397,7 +410,11 @@ impl Side<'_> {
                 return;
             }
             let off = k * sub;
-            let len = if self.bytes - off < sub { self.bytes - off } else { sub };
+            let len = if self.bytes - off < sub {
+                self.bytes - off
+            } else {
+                sub
+            };
             self.copy(self.w.op.addr.wrapping_add(off), slot + (k & 1) * sub, len);
             self.ctx.sync_threads();
             if self.ctx.thread == 0 {

@@ -476,7 +476,15 @@ impl Backend for GpuBackend {
         let s = gpu_stream(stream)?;
         let st = self.device(s.device)?;
         // SAFETY: the p2p kernel takes one by-value P2pArgs.
-        unsafe { launch_one_arg(st.p2p.0 as sys::CUfunction, grid, s, args, "cuLaunchKernel(send/recv)") }
+        unsafe {
+            launch_one_arg(
+                st.p2p.0 as sys::CUfunction,
+                grid,
+                s,
+                args,
+                "cuLaunchKernel(send/recv)",
+            )
+        }
     }
 
     fn max_p2p_blocks_per_rank(&self, ranks_per_device: usize) -> u32 {

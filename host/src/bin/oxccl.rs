@@ -237,7 +237,11 @@ fn run_procs(n: usize) -> Result<(usize, usize), String> {
         let text = String::from_utf8_lossy(&out.stdout);
         for line in text.lines() {
             if r == 0 || line.starts_with("FAIL") {
-                let tag = if r == 0 { String::new() } else { format!("[rank {r}] ") };
+                let tag = if r == 0 {
+                    String::new()
+                } else {
+                    format!("[rank {r}] ")
+                };
                 println!("{tag}{line}");
             }
             if let Some(rest) = line.strip_prefix("check: ") {

@@ -175,7 +175,13 @@ impl Comm {
         };
         // The segment (whose base is the inbox) holds the staging halves.
         let staging = me.staging.map(|st| (st, st.send.wrapping_sub(me.inbox)));
-        let p2p = Arc::new(crate::p2p::P2pState::new(group.clone(), rank, nranks, comm_args, staging));
+        let p2p = Arc::new(crate::p2p::P2pState::new(
+            group.clone(),
+            rank,
+            nranks,
+            comm_args,
+            staging,
+        ));
         Comm {
             p2p,
             group,

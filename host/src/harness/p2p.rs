@@ -85,7 +85,7 @@ pub fn check_send_recv(ranks: &Ranks, case: Case, pattern: P2pPattern) -> Result
                 }
                 Ok(())
             };
-            if r % 2 == 0 {
+            if r.is_multiple_of(2) {
                 recv_all()?;
                 send_all()?;
             } else {
@@ -112,9 +112,11 @@ pub fn check_send_recv(ranks: &Ranks, case: Case, pattern: P2pPattern) -> Result
         }
         want.resize(blocks * bytes + TAIL * dt.size(), 0xff);
         let got = download(&recvs[i], want.len())?;
-        check_equal(dt, "recv (data and poisoned tail)", &want, &got).map_err(|m| fail(Coll::SendRecv, r, m))?;
+        check_equal(dt, "recv (data and poisoned tail)", &want, &got)
+            .map_err(|m| fail(Coll::SendRecv, r, m))?;
         let sent = download(&sends[i], blocks * bytes)?;
-        check_equal(dt, "send (must be untouched)", &ins[r], &sent).map_err(|m| fail(Coll::SendRecv, r, m))?;
+        check_equal(dt, "send (must be untouched)", &ins[r], &sent)
+            .map_err(|m| fail(Coll::SendRecv, r, m))?;
         checked += blocks * count;
     }
     Ok(checked)

@@ -174,7 +174,10 @@ impl P2pState {
         };
         let (op, ours) = match posted {
             Some(p) => (p.op_name(), p.describe()),
-            None => ("send/recv", "an operation this rank no longer remembers".to_string()),
+            None => (
+                "send/recv",
+                "an operation this rank no longer remembers".to_string(),
+            ),
         };
         let peer = rec.peer;
         match rec.code {
@@ -208,7 +211,14 @@ impl Comm {
     /// Send `count` elements of `buf` to rank `peer` (NCCL's `ncclSend`). Inside a group
     /// ([`crate::group_start`]) the send is launched at the outermost [`crate::group_end`];
     /// outside, at once (a group of one).
-    pub fn send(&self, buf: &DeviceBuffer, count: usize, dtype: DataType, peer: u32, stream: &Stream) -> Result<()> {
+    pub fn send(
+        &self,
+        buf: &DeviceBuffer,
+        count: usize,
+        dtype: DataType,
+        peer: u32,
+        stream: &Stream,
+    ) -> Result<()> {
         let bytes = self.bytes_of("send", count, dtype, 1)?;
         self.need("send", "send", buf, bytes)?;
         // SAFETY: a live buffer of sufficient size.
@@ -236,7 +246,14 @@ impl Comm {
     /// # Safety
     /// `buf` must be a valid device address on this rank's device for `count` elements until
     /// the send completes on `stream` (it is launched at the outermost `group_end`).
-    pub unsafe fn send_raw(&self, buf: u64, count: usize, dtype: DataType, peer: u32, stream: &Stream) -> Result<()> {
+    pub unsafe fn send_raw(
+        &self,
+        buf: u64,
+        count: usize,
+        dtype: DataType,
+        peer: u32,
+        stream: &Stream,
+    ) -> Result<()> {
         self.post(
             Posted {
                 recv: false,
@@ -254,7 +271,14 @@ impl Comm {
     /// # Safety
     /// `buf` must be a valid device address on this rank's device for `count` elements until
     /// the receive completes on `stream`, and not be accessed by anything else meanwhile.
-    pub unsafe fn recv_raw(&self, buf: u64, count: usize, dtype: DataType, peer: u32, stream: &Stream) -> Result<()> {
+    pub unsafe fn recv_raw(
+        &self,
+        buf: u64,
+        count: usize,
+        dtype: DataType,
+        peer: u32,
+        stream: &Stream,
+    ) -> Result<()> {
         self.post(
             Posted {
                 recv: true,
@@ -289,7 +313,10 @@ impl Comm {
         if p.count as u64 > P2P_MAX_COUNT {
             return Err(self.invalid(
                 op,
-                format!("count {} (peer {}) is above the limit {P2P_MAX_COUNT}", p.count, p.peer),
+                format!(
+                    "count {} (peer {}) is above the limit {P2P_MAX_COUNT}",
+                    p.count, p.peer
+                ),
             ));
         }
         if p.count > 0 && p.addr == 0 {

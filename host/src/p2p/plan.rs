@@ -88,13 +88,16 @@ pub(crate) fn launches(ops: &[PlanOp], rank: u32, nranks: u32, max_ops: usize) -
 pub(crate) fn lanes(ops: &[PlanOp], lim: &Limits) -> Vec<u32> {
     let sends = ops.iter().filter(|o| !o.recv).count() as u32;
     let spare = lim.max_blocks.saturating_sub(ops.len() as u32);
-    let extra = if sends > 0 { spare / sends } else { 0 };
+    let extra = spare.checked_div(sends).unwrap_or(0);
     ops.iter()
         .map(|o| {
             if o.recv || !lim.multi_lane {
                 return 1;
             }
-            let want = o.bytes.div_ceil(lim.lane_bytes.max(1)).clamp(1, lim.max_lanes.max(1) as u64) as u32;
+            let want = o
+                .bytes
+                .div_ceil(lim.lane_bytes.max(1))
+                .clamp(1, lim.max_lanes.max(1) as u64) as u32;
             want.min(1 + extra)
         })
         .collect()
@@ -114,7 +117,7 @@ mod tests {
     }
 
     /// All-pairs exchange of `n` ranks, `reps` operations per pair and direction.
-    fn all_pairs(rank: u32, n: u32, reps: u32) -> Vec<PlanOp> {
+    fn all_pairs(n: u32, reps: u32) -> Vec<PlanOp> {
         let mut v = Vec::new();
         for q in 0..n {
             for t in 0..reps {
@@ -126,10 +129,14 @@ mod tests {
     }
 
     /// Launch index of every operation, keyed by (sender, receiver, pair index).
-    fn placement(n: u32, reps: u32, max_ops: usize) -> std::collections::HashMap<(u32, u32, u32, bool), usize> {
+    fn placement(
+        n: u32,
+        reps: u32,
+        max_ops: usize,
+    ) -> std::collections::HashMap<(u32, u32, u32, bool), usize> {
         let mut m = std::collections::HashMap::new();
         for r in 0..n {
-            let ops = all_pairs(r, n, reps);
+            let ops = all_pairs(n, reps);
             for (li, l) in launches(&ops, r, n, max_ops).iter().enumerate() {
                 assert!(l.len() <= max_ops);
                 for &i in l {
@@ -144,7 +151,7 @@ mod tests {
 
     #[test]
     fn small_groups_are_one_launch_in_posting_order() {
-        let ops = all_pairs(2, 4, 1);
+        let ops = all_pairs(4, 1);
         assert_eq!(launches(&ops, 2, 4, 64), vec![(0..8).collect::<Vec<_>>()]);
         assert!(launches(&[], 0, 1, 64).is_empty());
     }
@@ -160,7 +167,11 @@ mod tests {
                     // sequences of keys; their launch indices may differ only when one rank
                     // merged keys the other did not, which never happens for these
                     // symmetric groups.
-                    assert_eq!(m[&(s, d, t, true)], li, "n={n} reps={reps} max={max_ops} {s}->{d} #{t}");
+                    assert_eq!(
+                        m[&(s, d, t, true)],
+                        li,
+                        "n={n} reps={reps} max={max_ops} {s}->{d} #{t}"
+                    );
                     covered += 1;
                 }
             }
@@ -179,7 +190,13 @@ mod tests {
         };
         let ops = [op(false, 1, 0), op(true, 1, 0), op(false, 2, 0)];
         assert_eq!(lanes(&ops, &lim), vec![4, 1, 4]);
-        let small = [PlanOp { bytes: 10, ..op(false, 1, 0) }, op(true, 0, 0)];
+        let small = [
+            PlanOp {
+                bytes: 10,
+                ..op(false, 1, 0)
+            },
+            op(true, 0, 0),
+        ];
         assert_eq!(lanes(&small, &lim), vec![1, 1]);
         let staged = Limits {
             multi_lane: false,
