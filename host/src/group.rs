@@ -159,6 +159,16 @@ const LANE_BYTES_CPU: u64 = 4 << 20;
 fn launch_rank(st: &P2pState, stream: &Stream, ops: &[(Posted, u64)]) -> Result<()> {
     let _span =
         tracing::debug_span!(target: "oxccl::p2p", "group launch", rank = st.rank, ops = ops.len()).entered();
+    if st.closed.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(Error::InvalidUsage {
+            op: "group_end",
+            what: format!(
+                "rank {} of a communicator dropped before group_end had {} send/recv operations pending; they were not launched",
+                st.rank,
+                ops.len()
+            ),
+        });
+    }
     let backend = st.backend();
     let budget = backend.max_p2p_blocks_per_rank(st.group.ranks_per_device).max(2);
     let mut lim = Limits {

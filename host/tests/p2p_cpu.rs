@@ -473,3 +473,22 @@ fn abort_during_a_pending_receive_returns_quickly_on_every_rank() {
     }
     assert_eq!(bytes_of(&dsts[2], 4096), vec![3; 4096]);
 }
+
+#[test]
+fn operations_of_a_communicator_dropped_before_group_end_are_not_launched() {
+    let mut r = ranks(1);
+    let c = r.comms.pop().unwrap();
+    let s = r.streams.pop().unwrap();
+    let b = buf(&c, 64, 0);
+    let mut d = buf(&c, 64, 0xff);
+    group_start();
+    c.send(&b, 16, DataType::U8, 0, &s).unwrap();
+    c.recv(&mut d, 16, DataType::U8, 0, &s).unwrap();
+    drop(c);
+    match group_end() {
+        Err(e @ Error::InvalidUsage { op: "group_end", .. }) => {
+            assert!(e.to_string().contains("2 send/recv operations"), "{e}")
+        }
+        other => panic!("expected the dropped communicator to be reported, got {other:?}"),
+    }
+}

@@ -20,6 +20,7 @@
 pub(crate) mod plan;
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use oxccl_device::abi::{
@@ -103,6 +104,9 @@ pub(crate) struct P2pState {
     /// Staged mode: this rank's staging buffers and the offset of the input half in the
     /// segment.
     pub staging: Option<(Staging, u64)>,
+    /// Set when the [`Comm`] is dropped: operations still pending in a group are then not
+    /// launched (the communicator's memory would be freed under the kernel).
+    pub closed: AtomicBool,
     pub inner: Mutex<Inner>,
 }
 
@@ -132,6 +136,7 @@ impl P2pState {
             nranks,
             comm,
             staging,
+            closed: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 send_seq: vec![0; nranks as usize],
                 recv_seq: vec![0; nranks as usize],
