@@ -387,3 +387,6 @@ pub const COLL_SCATTER: u32 = 8;
 /// All-gather-v: rank `r`'s input (`counts[r]` elements) into every rank's output at
 /// element `displs[r]`.
 pub const COLL_ALL_GATHER_V: u32 = 9;
+
+mod p2p;
+pub use p2p::*;

@@ -2,11 +2,12 @@
 //! dispatch as plain functions for the CPU backend.
 
 use crate::abi::{
-    AllReduceArgs, CollArgs, DataType, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL, COLL_BROADCAST,
-    COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
+    AllReduceArgs, CollArgs, DataType, P2pArgs, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL,
+    COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
 use crate::coll::all_reduce::all_reduce;
 use crate::coll::lsa::{copy_coll, reduce_coll};
+use crate::coll::p2p::p2p;
 use crate::exec::ExecCtx;
 use crate::ops::{Bf16, F16, F8E4M3, F8E5M2};
 
@@ -46,10 +47,13 @@ pub const REDUCE_COLL_KERNELS: [&str; 12] = [
     "oxccl_reduce_coll_f8e5m2",
 ];
 
+/// PTX entry name of the send/recv kernel (one group launch of one rank, any data type).
+pub const P2P_KERNEL: &str = "oxccl_p2p";
+
 /// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas): every
 /// kernel above.
 pub const HOT_KERNELS: &[&str] = &{
-    let mut all = [""; 25];
+    let mut all = [""; 26];
     let mut i = 0;
     while i < 12 {
         all[i] = ALL_REDUCE_KERNELS[i];
@@ -57,6 +61,7 @@ pub const HOT_KERNELS: &[&str] = &{
         i += 1;
     }
     all[24] = COPY_COLL_KERNEL;
+    all[25] = P2P_KERNEL;
     all
 };
 
@@ -153,6 +158,14 @@ pub unsafe fn coll_dispatch(ctx: &ExecCtx, args: &CollArgs) {
     }
 }
 
+/// Runs the p2p kernel body (the CPU backend's entry point).
+///
+/// # Safety
+/// As [`p2p`]; `ctx` must be one block of the launch's grid.
+pub unsafe fn p2p_dispatch(ctx: &ExecCtx, args: &P2pArgs) {
+    p2p(ctx, args)
+}
+
 #[cfg(target_arch = "nvptx64")]
 mod gpu {
     use super::*;
@@ -185,6 +198,12 @@ mod gpu {
     #[no_mangle]
     pub unsafe extern "ptx-kernel" fn oxccl_copy_coll(args: CollArgs) {
         copy_coll(&ExecCtx::current(), &args)
+    }
+
+    /// Send/recv kernel entry: this rank's operations of one group launch.
+    #[no_mangle]
+    pub unsafe extern "ptx-kernel" fn oxccl_p2p(args: P2pArgs) {
+        p2p(&ExecCtx::current(), &args)
     }
 
     macro_rules! reduce_coll_kernel {

@@ -24,6 +24,7 @@ probe!(oxccl_probe_fence_sc_sys() -> () = arch::fence_sc_sys());
 probe!(oxccl_probe_atomic_add_relaxed_gpu_u32(p: *mut u32, v: u32) -> u32 = arch::atomic_add_relaxed_gpu_u32(p, v));
 probe!(oxccl_probe_atomic_cas_acq_rel_sys_u32(p: *mut u32, c: u32, v: u32) -> u32 = arch::atomic_cas_acq_rel_sys_u32(p, c, v));
 probe!(oxccl_probe_red_add_release_sys_u32(p: *mut u32, v: u32) -> () = arch::red_add_release_sys_u32(p, v));
+probe!(oxccl_probe_red_add_release_sys_u64(p: *mut u64, v: u64) -> () = arch::red_add_release_sys_u64(p, v));
 probe!(oxccl_probe_load_v4(p: *const [u32; 4], o: *mut [u32; 4]) -> () = arch::store_v4(o, arch::load_v4(p)));
 probe!(oxccl_probe_store_v4_volatile(p: *const [u32; 4], o: *mut [u32; 4]) -> () = arch::store_v4_volatile(o, arch::load_v4_volatile(p)));
 probe!(oxccl_probe_nanosleep(ns: u32) -> () = arch::nanosleep(ns));

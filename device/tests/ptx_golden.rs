@@ -64,6 +64,7 @@ fn each_primitive_is_its_instruction() {
             "atom.acq_rel.sys.cas.b32",
         ),
         ("oxccl_probe_red_add_release_sys_u32", "red.release.sys.add.u32"),
+        ("oxccl_probe_red_add_release_sys_u64", "red.release.sys.add.u64"),
         ("oxccl_probe_load_v4", "ld.v4.u32"),
         ("oxccl_probe_load_v4", "st.v4.u32"),
         ("oxccl_probe_store_v4_volatile", "ld.volatile.v4.u32"),
@@ -134,4 +135,29 @@ fn kernel_parameters_are_the_abi_structs() {
     for name in REDUCE_COLL_KERNELS.into_iter().chain([COPY_COLL_KERNEL]) {
         want(name, core::mem::size_of::<CollArgs>());
     }
+    want(
+        oxccl_device::kernels::P2P_KERNEL,
+        core::mem::size_of::<oxccl_device::abi::P2pArgs>(),
+    );
+}
+
+/// The p2p kernel's own protocol instructions: the senders' byte counts are added with
+/// `red.release.sys` (direct mode), and the operation list is read from the parameter space
+/// at fixed offsets (no copy of the 2 KiB arguments into local memory, checked by the
+/// `__local_depot` test above).
+#[test]
+fn p2p_kernel_uses_its_protocol_instructions() {
+    let f = functions(&ptx());
+    let k = oxccl_device::kernels::P2P_KERNEL;
+    let body = f
+        .get(k)
+        .unwrap_or_else(|| panic!("kernel {k} missing from the PTX"));
+    assert!(
+        body.contains("red.release.sys.add.u64"),
+        "{k} lacks red.release.sys.add.u64"
+    );
+    assert!(
+        body.contains("ld.param"),
+        "{k} does not read its parameters in place"
+    );
 }

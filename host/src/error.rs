@@ -70,6 +70,32 @@ pub enum Error {
         theirs: u64,
     },
 
+    /// A send and the receive it was matched with (the `k`-th send from one rank to another
+    /// and the `k`-th receive of the other from the first) were posted with different counts
+    /// or data types. Reported on both ranks; neither moved any data.
+    #[error("{op} on rank {rank} (peer {peer}): mismatched send/recv: rank {rank} posted {ours}, rank {peer} posted {theirs}")]
+    P2pMismatch {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        ours: String,
+        theirs: String,
+    },
+
+    /// A send or receive waited for its peer past the timeout.
+    #[error("{op} on rank {rank} (peer {peer}): timed out waiting for rank {peer}: {what}")]
+    P2pTimeout {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        what: String,
+    },
+
+    /// Wrong use of the group calls (`group_end` without `group_start`, mixing streams of one
+    /// communicator in a group).
+    #[error("{op}: {what}")]
+    InvalidUsage { op: &'static str, what: String },
+
     /// A kernel on the CPU backend panicked (a device trap).
     #[error("{op} on rank {rank}: kernel failed on the cpu backend: {message}")]
     CpuKernelPanic {

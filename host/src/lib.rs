@@ -5,6 +5,8 @@
 //!   [`Comm::finalize`], [`Comm::destroy`], and non-blocking creation behind an
 //!   [`InitHandle`].
 //! - [`Comm::all_reduce`] and friends: collectives on device buffers and streams.
+//! - [`Comm::send`] and [`Comm::recv`]: point-to-point transfers, grouped by
+//!   [`group_start`] / [`group_end`] (NCCL's group semantics, see [`group`]).
 //! - [`backend`]: the GPU backend (CUDA driver, PTX from `device/`) and the CPU backend
 //!   (the same device functions on host threads).
 //!
@@ -18,8 +20,10 @@ pub mod buffer;
 pub mod coll;
 pub mod comm;
 pub mod error;
+pub mod group;
 pub mod harness;
 pub mod logging;
+pub mod p2p;
 pub mod settings;
 pub mod sys;
 pub mod transport;
@@ -30,4 +34,5 @@ pub use buffer::DeviceBuffer;
 pub use coll::Op;
 pub use comm::{Comm, Config, InitHandle};
 pub use error::{Error, Result};
+pub use group::{group_end, group_start};
 pub use oxccl_device::abi::{DataType, RedOp};

@@ -1,8 +1,9 @@
 //! Communicators spanning processes on the CPU backend: the test binary re-runs itself as
 //! child processes, each holding some ranks (one thread per rank), meeting over the TCP
 //! bootstrap on loopback and mapping each other's memfd segments. Every process runs the same
-//! matrix of collectives (every collective, several dtypes and operators, in and out of
-//! place, sizes from 0 to several staging buffers so that calls are cut into pieces) and
+//! matrix of collectives (every collective and grouped send/recv: ring and all-pairs, several
+//! dtypes and operators, in and out of place, sizes from 0 to several staging buffers so that
+//! calls are cut into pieces) and
 //! checks every element of its own ranks' outputs against the host reference computed from
 //! every rank's inputs (each process draws all inputs from the same seeds).
 
@@ -378,4 +379,92 @@ fn foreign_staging_sizes_are_reported() {
     let out = c.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     root.wait().unwrap();
+}
+
+/// Rank 0 sends 1000 f32 to rank 1 (another process), which receives 999: both report the
+/// mismatch naming each other and what each posted, without hanging; rank 1's buffer is
+/// untouched.
+fn p2p_mismatch(ranks: &Ranks) -> oxccl::Result<usize> {
+    let c = &ranks.comms[0];
+    let s = &ranks.streams[0];
+    let peer = 1 - c.rank();
+    let mut b = oxccl::DeviceBuffer::alloc(c.backend(), c.device(), 4000)?;
+    b.fill(0xff)?;
+    if c.rank() == 0 {
+        c.send(&b, 1000, DataType::F32, 1, s)?;
+    } else {
+        c.recv(&mut b, 999, DataType::F32, 0, s)?;
+    }
+    c.backend().synchronize(s)?;
+    match c.async_error() {
+        Err(e @ Error::P2pMismatch { rank, peer: p, .. }) if rank == c.rank() && p == peer => {
+            let m = e.to_string();
+            if !(m.contains("1000 f32 elements") && m.contains("999 f32 elements")) {
+                return Err(Error::Verify(format!("the message must name both postings: {m}")));
+            }
+        }
+        other => {
+            return Err(Error::Verify(format!(
+                "expected a mismatch naming the peer, got {other:?}"
+            )))
+        }
+    }
+    let mut host = vec![0u8; 4000];
+    b.download(&mut host)?;
+    if c.rank() == 1 && host != vec![0xff; 4000] {
+        return Err(Error::Verify("the receive buffer was written".into()));
+    }
+    Ok(1)
+}
+
+#[test]
+fn mismatched_send_recv_across_processes_is_reported() {
+    if child(p2p_mismatch) {
+        return;
+    }
+    run_split(
+        "mismatched_send_recv_across_processes_is_reported",
+        2,
+        &[&[0], &[1]],
+        p2p_mismatch,
+    );
+}
+
+/// Rank 0 waits for a receive from rank 1 (another process) that never sends: an abort
+/// returns it within 100 ms, reporting the aborted receive.
+fn p2p_stall(ranks: &Ranks) -> oxccl::Result<usize> {
+    let c = &ranks.comms[0];
+    let s = &ranks.streams[0];
+    if c.rank() == 1 {
+        std::thread::sleep(Duration::from_secs(2));
+        return Ok(1);
+    }
+    let mut out = oxccl::DeviceBuffer::alloc(c.backend(), c.device(), 1 << 20)?;
+    c.recv(&mut out, 1 << 18, DataType::F32, 1, s)?;
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    c.abort();
+    c.backend().synchronize(s)?;
+    let waited = t0.elapsed();
+    match c.async_error() {
+        Err(Error::Aborted { op: "recv", rank: 0 }) => {}
+        other => return Err(Error::Verify(format!("expected an aborted recv, got {other:?}"))),
+    }
+    if waited > Duration::from_millis(100) {
+        return Err(Error::Verify(format!("abort took {waited:?}")));
+    }
+    Ok(1)
+}
+
+#[test]
+fn abort_unblocks_a_receive_from_another_process() {
+    if child(p2p_stall) {
+        return;
+    }
+    run_split(
+        "abort_unblocks_a_receive_from_another_process",
+        2,
+        &[&[0], &[1]],
+        p2p_stall,
+    );
 }

@@ -205,3 +205,12 @@ pub unsafe fn atomic_cas_acq_rel_sys_u32(p: *mut u32, cmp: u32, new: u32) -> u32
 pub unsafe fn red_add_release_sys_u32(p: *mut u32, v: u32) {
     AtomicU32::from_ptr(p).fetch_add(v, Release);
 }
+
+/// Release add without a result (64-bit).
+///
+/// # Safety
+/// `p` must be valid, 8-byte aligned, accessed only atomically.
+#[inline(always)]
+pub unsafe fn red_add_release_sys_u64(p: *mut u64, v: u64) {
+    AtomicU64::from_ptr(p).fetch_add(v, Release);
+}

@@ -268,3 +268,13 @@ pub unsafe fn red_add_release_sys_u32(p: *mut u32, v: u32) {
     asm!("red.release.sys.add.u32 [{p}], {v};", p = in(reg64) p, v = in(reg32) v,
         options(nostack));
 }
+
+/// `red.release.sys.add.u64`: add without a result.
+///
+/// # Safety
+/// `p` must be valid, 8-byte aligned, in device memory.
+#[inline(always)]
+pub unsafe fn red_add_release_sys_u64(p: *mut u64, v: u64) {
+    asm!("red.release.sys.add.u64 [{p}], {v};", p = in(reg64) p, v = in(reg64) v,
+        options(nostack));
+}

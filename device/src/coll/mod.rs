@@ -8,6 +8,7 @@ pub mod broadcast;
 mod frame;
 pub mod gather;
 pub mod lsa;
+pub mod p2p;
 pub mod reduce;
 mod reduce_copy;
 pub mod reduce_scatter;

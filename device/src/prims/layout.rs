@@ -17,7 +17,7 @@
 //! deltas to add (wrapping) to an address rank `q` published (a buffer in `q`'s address
 //! space) to get the same byte in this rank's (0 when `q` is in this process).
 
-use crate::abi::{SyncLine, MAX_BLOCKS};
+use crate::abi::{P2pMailbox, SyncLine, MAX_BLOCKS};
 
 const ALIGN: usize = 4096;
 
@@ -35,9 +35,17 @@ pub const fn p2p_offset(nranks: u32) -> usize {
     round_up(barrier_bytes(nranks))
 }
 
-/// Bytes of the p2p mailboxes.
-pub const fn p2p_bytes(_nranks: u32) -> usize {
-    0
+/// Bytes of the p2p mailboxes: one [`P2pMailbox`] per peer (this rank included), indexed by
+/// the peer's rank.
+pub const fn p2p_bytes(nranks: u32) -> usize {
+    nranks as usize * core::mem::size_of::<P2pMailbox>()
+}
+
+/// Address of the mailbox for `peer` in the inbox at `inbox` of an `nranks` communicator.
+#[inline(always)]
+pub fn mailbox_addr(inbox: u64, nranks: u32, peer: u32) -> *mut P2pMailbox {
+    let off = p2p_offset(nranks) + peer as usize * core::mem::size_of::<P2pMailbox>();
+    inbox.wrapping_add(off as u64) as *mut P2pMailbox
 }
 
 /// Offset of the LL lines.

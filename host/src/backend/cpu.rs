@@ -10,9 +10,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Instant;
 
-use oxccl_device::abi::{AllReduceArgs, CollArgs};
+use oxccl_device::abi::{AllReduceArgs, CollArgs, P2pArgs};
 use oxccl_device::exec::ExecCtx;
-use oxccl_device::kernels::{all_reduce_dispatch, coll_dispatch};
+use oxccl_device::kernels::{all_reduce_dispatch, coll_dispatch, p2p_dispatch};
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
 use crate::error::{Error, Result};
@@ -266,6 +266,22 @@ impl Backend for CpuBackend {
 
     fn max_coll_blocks_per_rank(&self, _ranks_per_device: usize, _kernel: CollKernel) -> u32 {
         crate::settings::cpu_blocks()
+    }
+
+    fn launch_p2p(&self, stream: &Stream, grid: Grid, args: &P2pArgs) -> Result<()> {
+        let args = *args;
+        cpu_stream(stream).enqueue(Box::new(move || {
+            run_grid(grid, "send/recv", args.comm.rank, move |ctx| {
+                // SAFETY: the communicator built `args` from live buffers and inboxes.
+                unsafe { p2p_dispatch(ctx, &args) }
+            })
+        }));
+        Ok(())
+    }
+
+    fn max_p2p_blocks_per_rank(&self, _ranks_per_device: usize) -> u32 {
+        // Every block is a host thread: they all run at once whatever their number.
+        oxccl_device::abi::P2P_MAX_OPS as u32
     }
 
     fn block_threads(&self) -> u32 {

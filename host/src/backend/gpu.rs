@@ -6,8 +6,8 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
-use oxccl_device::abi::{AllReduceArgs, CollArgs, DataType};
-use oxccl_device::kernels::{all_reduce_kernel_name, ALL_REDUCE_BLOCK_THREADS};
+use oxccl_device::abi::{AllReduceArgs, CollArgs, DataType, P2pArgs};
+use oxccl_device::kernels::{all_reduce_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL};
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
 use crate::error::{Error, Result};
@@ -66,6 +66,8 @@ struct DeviceState {
     /// The [`CollArgs`] collectives' kernels (copy and per-dtype reduce) and their blocks per
     /// SM.
     colls: HashMap<CollKernel, (usize, u32)>,
+    /// The send/recv kernel and its blocks per SM.
+    p2p: (usize, u32),
 }
 
 /// The GPU backend.
@@ -162,7 +164,10 @@ impl GpuBackend {
             let f = unsafe { cuda::get_function(device as i32, module, k.name())? } as usize;
             colls.insert(k, (f, occupancy(f)?));
         }
-        tracing::info!(target: "oxccl::init", device, sms, ?blocks_per_sm, "all-reduce occupancy");
+        // SAFETY: `module` was loaded in the current context.
+        let p2p_fn = unsafe { cuda::get_function(device as i32, module, P2P_KERNEL)? } as usize;
+        let p2p = (p2p_fn, occupancy(p2p_fn)?);
+        tracing::info!(target: "oxccl::init", device, sms, ?blocks_per_sm, p2p = p2p.1, "all-reduce and send/recv occupancy");
         tracing::info!(
             target: "oxccl::init",
             device,
@@ -175,6 +180,7 @@ impl GpuBackend {
             sms,
             blocks_per_sm,
             colls,
+            p2p,
         });
         map.insert(device, st.clone());
         Ok(st)
@@ -464,6 +470,25 @@ impl Backend for GpuBackend {
 
     fn max_coll_blocks_per_rank(&self, ranks_per_device: usize, kernel: CollKernel) -> u32 {
         self.blocks_per_rank(ranks_per_device, |s| s.colls.get(&kernel).map(|k| k.1))
+    }
+
+    fn launch_p2p(&self, stream: &Stream, grid: Grid, args: &P2pArgs) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        let st = self.device(s.device)?;
+        // SAFETY: the p2p kernel takes one by-value P2pArgs.
+        unsafe {
+            launch_one_arg(
+                st.p2p.0 as sys::CUfunction,
+                grid,
+                s,
+                args,
+                "cuLaunchKernel(send/recv)",
+            )
+        }
+    }
+
+    fn max_p2p_blocks_per_rank(&self, ranks_per_device: usize) -> u32 {
+        self.blocks_per_rank(ranks_per_device, |s| Some(s.p2p.1))
     }
 
     fn block_threads(&self) -> u32 {

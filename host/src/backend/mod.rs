@@ -15,7 +15,7 @@ use std::fmt;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use oxccl_device::abi::{AllReduceArgs, CollArgs};
+use oxccl_device::abi::{AllReduceArgs, CollArgs, P2pArgs};
 pub use oxccl_device::kernels::CollKernel;
 pub use shared::SharedMem;
 
@@ -140,6 +140,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()>;
     /// As [`Backend::max_blocks_per_rank`], for `kernel`.
     fn max_coll_blocks_per_rank(&self, ranks_per_device: usize, kernel: CollKernel) -> u32;
+    /// Enqueue the send/recv kernel of one group launch on `stream` (`grid.blocks` is the sum
+    /// of the operations' lanes).
+    fn launch_p2p(&self, stream: &Stream, grid: Grid, args: &P2pArgs) -> Result<()>;
+    /// Most blocks one send/recv launch may use per rank when `ranks_per_device` ranks share
+    /// one device (all of them must be resident at once: the blocks wait on each other).
+    fn max_p2p_blocks_per_rank(&self, ranks_per_device: usize) -> u32;
     /// Threads per block of the all-reduce (and of every other collective kernel).
     fn block_threads(&self) -> u32;
     /// Let devices `a` and `b` access each other's memory; `false` if they cannot.

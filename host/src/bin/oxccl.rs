@@ -33,7 +33,8 @@ struct CheckArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// Collectives: all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all,
-    /// gather, scatter, all_gather_v, or all.
+    /// gather, scatter, all_gather_v, send_recv (grouped send/recv: a ring out of place, an
+    /// all-pairs exchange for the "in place" cases), or all.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub colls: Vec<String>,
     /// Rank counts, e.g. 1,2,3,8.
@@ -71,7 +72,8 @@ struct PerfArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
     /// Collective: all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all,
-    /// gather, scatter, all_gather_v (timed with the all-gather's layout).
+    /// gather, scatter, all_gather_v (timed with the all-gather's layout), send_recv (a ring
+    /// step: every rank sends to the next and receives from the previous, in one group).
     #[arg(long, default_value = "all_reduce")]
     pub coll: String,
     /// Root of broadcast and reduce.
@@ -235,7 +237,12 @@ fn run_procs(n: usize) -> Result<(usize, usize), String> {
         let text = String::from_utf8_lossy(&out.stdout);
         for line in text.lines() {
             if r == 0 || line.starts_with("FAIL") {
-                println!("{}{line}", if r == 0 { "" } else { "[rank {r}] " });
+                let tag = if r == 0 {
+                    String::new()
+                } else {
+                    format!("[rank {r}] ")
+                };
+                println!("{tag}{line}");
             }
             if let Some(rest) = line.strip_prefix("check: ") {
                 let nums: Vec<usize> = rest
@@ -465,7 +472,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
     println!(
         "oxccl perf: {what} on {ranks} ranks sharing device 0 ({layout}), {desc}; median of {reps} x {iters} iterations"
     );
-    println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce and all-to-all: 2 x ranks x bytes; gather and scatter: 2 x bytes; the others: (ranks + 1) x the data of one rank)");
+    println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce, all-to-all and send/recv: 2 x ranks x bytes; gather and scatter: 2 x bytes; the others: (ranks + 1) x the data of one rank)");
     println!(
         "{:>8} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
         "bytes", "count", "algo", "time(us)", "algbw", "busbw", "copy(us)", "alg GB/s", "copy GB/s", "ratio"
@@ -488,7 +495,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
         let size = harness::size_bytes(coll, ranks, count, dt.size());
         let tc = harness::time_copy(&r, size, iters, reps).map_err(|e| e.to_string())?;
         let algbw = size as f64 / t / 1e9;
-        let moved = if matches!(coll, Coll::AllReduce | Coll::AllToAll) {
+        let moved = if matches!(coll, Coll::AllReduce | Coll::AllToAll | Coll::SendRecv) {
             2.0 * ranks as f64 * size as f64
         } else if matches!(coll, Coll::Gather | Coll::Scatter) {
             2.0 * size as f64
@@ -503,6 +510,8 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
             count,
             if coll == Coll::AllReduce {
                 algo_name(r.comms[0].choose_algo(size as u64))
+            } else if coll == Coll::SendRecv {
+                "p2p"
             } else {
                 "lsa"
             },

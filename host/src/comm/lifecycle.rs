@@ -88,6 +88,8 @@ impl Comm {
 /// the error). Abort first to cut a wait for a rank that never comes short.
 impl Drop for Comm {
     fn drop(&mut self) {
+        // Send/recv operations still pending in a group must not launch on freed memory.
+        self.p2p.closed.store(true, Ordering::Release);
         if let Err(e) = self.sync_streams() {
             tracing::warn!(target: "oxccl::init", rank = self.rank, "dropping a communicator: {e}");
         }

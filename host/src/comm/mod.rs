@@ -140,6 +140,9 @@ pub struct Comm {
     finalized: AtomicBool,
     /// The streams this rank launched on.
     streams: StreamRegistry,
+    /// Send/recv state (sequence numbers, launches), shared with operations pending in
+    /// groups (`crate::group`).
+    pub(crate) p2p: Arc<crate::p2p::P2pState>,
 }
 
 /// How many launched operations a [`Comm`] remembers for error messages.
@@ -160,7 +163,27 @@ impl std::fmt::Debug for Comm {
 
 impl Comm {
     fn new(group: Arc<Group>, rank: u32, nranks: u32, control: Control) -> Comm {
+        let me = &group.ranks[&rank];
+        let comm_args = CommArgs {
+            header: Header::of::<CommArgs>(),
+            rank,
+            nranks,
+            inboxes: me.table,
+            abort_flag: group.abort.dev,
+            error: me.error,
+            timeout_ns: group.config.timeout_ns,
+        };
+        // The segment (whose base is the inbox) holds the staging halves.
+        let staging = me.staging.map(|st| (st, st.send.wrapping_sub(me.inbox)));
+        let p2p = Arc::new(crate::p2p::P2pState::new(
+            group.clone(),
+            rank,
+            nranks,
+            comm_args,
+            staging,
+        ));
         Comm {
+            p2p,
             group,
             rank,
             nranks,
@@ -376,16 +399,7 @@ impl Comm {
 
     /// The kernel-side view of this rank.
     pub(crate) fn args(&self) -> CommArgs {
-        let me = &self.group.ranks[&self.rank];
-        CommArgs {
-            header: Header::of::<CommArgs>(),
-            rank: self.rank,
-            nranks: self.nranks,
-            inboxes: me.table,
-            abort_flag: self.group.abort.dev,
-            error: me.error,
-            timeout_ns: self.group.config.timeout_ns,
-        }
+        self.p2p.comm
     }
 
     /// Raise the abort flags: every wait of the ranks of this communicator in this group,
@@ -417,6 +431,9 @@ impl Comm {
             epoch: u64_at(16),
             detail: u64_at(24),
         };
+        if rec.code != ERR_NONE && crate::p2p::is_p2p_error(&rec) {
+            return self.p2p.decode(&rec);
+        }
         let op = self.op_at(rec.epoch);
         match rec.code {
             ERR_NONE => Ok(()),

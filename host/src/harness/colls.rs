@@ -25,11 +25,14 @@ pub enum Coll {
     Gather,
     Scatter,
     AllGatherV,
+    /// Send/recv in groups (ring, or all-pairs for "in place" cases, see
+    /// [`super::P2pPattern::of_case`]).
+    SendRecv,
 }
 
 impl Coll {
     /// Every collective.
-    pub const ALL: [Coll; 9] = [
+    pub const ALL: [Coll; 10] = [
         Coll::AllReduce,
         Coll::Broadcast,
         Coll::Reduce,
@@ -39,6 +42,7 @@ impl Coll {
         Coll::Gather,
         Coll::Scatter,
         Coll::AllGatherV,
+        Coll::SendRecv,
     ];
 
     /// Name as in the API (`all_reduce`, `broadcast`, ...).
@@ -53,6 +57,7 @@ impl Coll {
             Coll::Gather => "gather",
             Coll::Scatter => "scatter",
             Coll::AllGatherV => "all_gather_v",
+            Coll::SendRecv => "send_recv",
         }
     }
 
@@ -77,7 +82,10 @@ impl Coll {
     /// Whether the buffer that NCCL's count does not describe holds `nranks` times as many
     /// elements (all-gather's output, reduce-scatter's input, ...).
     pub fn is_blocked(self) -> bool {
-        !matches!(self, Coll::AllReduce | Coll::Broadcast | Coll::Reduce)
+        !matches!(
+            self,
+            Coll::AllReduce | Coll::Broadcast | Coll::Reduce | Coll::SendRecv
+        )
     }
 }
 
@@ -98,6 +106,9 @@ pub fn check_coll(ranks: &Ranks, coll: Coll, case: Case, root: u32) -> Result<us
         Coll::AllGatherV => {
             let (counts, displs) = super::moves::v_layout(ranks.n(), case.count, case.seed);
             super::moves::check_all_gather_v(ranks, case.dtype, &counts, &displs, case.in_place, case.seed)
+        }
+        Coll::SendRecv => {
+            super::p2p::check_send_recv(ranks, case, super::p2p::P2pPattern::of_case(case.in_place))
         }
     }
 }
@@ -332,7 +343,7 @@ pub fn bus_factor(coll: Coll, n: usize) -> f64 {
     let n = n.max(1) as f64;
     match coll {
         Coll::AllReduce => crate::coll::all_reduce_bus_factor(n as usize),
-        Coll::Broadcast | Coll::Reduce => 1.0,
+        Coll::Broadcast | Coll::Reduce | Coll::SendRecv => 1.0,
         _ if n > 1.0 => (n - 1.0) / n,
         _ => 1.0,
     }
@@ -370,6 +381,9 @@ pub fn time_coll(
         bufs.push((s, DeviceBuffer::alloc(c.backend(), c.device(), rb.max(1))?));
     }
     let launch = |bufs: &mut Vec<(DeviceBuffer, DeviceBuffer)>| -> Result<()> {
+        if coll == Coll::SendRecv {
+            return super::p2p::ring_step(ranks, bufs, count, dt);
+        }
         for (r, (s, o)) in bufs.iter_mut().enumerate() {
             let (c, st) = (&ranks.comms[r], &ranks.streams[r]);
             match coll {
@@ -382,6 +396,8 @@ pub fn time_coll(
                 Coll::Gather => c.gather(s, o, count, dt, root, st)?,
                 Coll::Scatter => c.scatter(s, o, count, dt, root, st)?,
                 Coll::AllGatherV => c.all_gather_v(s, o, &counts, &displs, dt, st)?,
+                // Posted by `ring_step` above, every rank in one group.
+                Coll::SendRecv => {}
             }
         }
         Ok(())

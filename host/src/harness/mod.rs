@@ -1,16 +1,18 @@
 //! Running collectives on a set of in-process ranks for checks and timing (used by the CLI,
 //! the tests and the GPU check script). The all-reduce is here; broadcast, reduce,
 //! all-gather and reduce-scatter checks are in `colls`, all-to-all, gather, scatter and
-//! all-gather-v checks in `moves` (both re-exported).
+//! all-gather-v checks in `moves`, send/recv checks in `p2p` (all re-exported).
 
 mod colls;
 mod moves;
+mod p2p;
 
 pub use colls::{
     bus_factor, check_all_gather, check_broadcast, check_coll, check_reduce, check_reduce_scatter,
     size_bytes, time_coll, Coll,
 };
 pub use moves::{check_all_gather_v, check_all_to_all, check_gather, check_scatter, v_layout};
+pub use p2p::{check_send_recv, P2pPattern};
 
 use oxccl_device::abi::{DataType, RedOp};
 
