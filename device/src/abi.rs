@@ -9,7 +9,7 @@
 use rustacuda_core::DeviceCopy;
 
 /// Version of the layouts in this module.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// Upper bound on blocks per rank in one collective launch (sizes the sync inboxes).
 pub const MAX_BLOCKS: usize = 64;
@@ -225,6 +225,13 @@ pub const ERR_MISMATCH: u32 = 3;
 pub const ALGO_ONE_SHOT: u32 = 0;
 /// Reduce-scatter by loads and all-gather by stores, fused ("two-shot").
 pub const ALGO_TWO_SHOT: u32 = 1;
+/// The LL protocol: every rank stores its input as flagged lines into every peer's inbox,
+/// each reduces what arrived in its own (`crate::coll::all_reduce_ll`).
+pub const ALGO_LL: u32 = 2;
+
+/// [`AllReduceArgs::ll_flags`] bit: clear this rank's LL region (between two barriers)
+/// before the exchange, because the LL flag generation changed (see `crate::prims::ll`).
+pub const LL_FLAG_RESET: u32 = 1;
 
 /// Arguments of the all-reduce kernels, passed by value.
 #[repr(C)]
@@ -250,6 +257,12 @@ pub struct AllReduceArgs {
     pub scalar: u64,
     /// Must be equal on all ranks (collective, count, dtype, op, algorithm).
     pub fingerprint: u64,
+    /// [`ALGO_LL`] only: data lines per (parity, source) of the LL region
+    /// (`prims::layout::ll_lines` of the communicator's LL capacity). Appended in
+    /// [`ABI_VERSION`] 3; 0 otherwise.
+    pub ll_lines: u32,
+    /// [`ALGO_LL`] only: `LL_FLAG_*` bits. Appended in [`ABI_VERSION`] 3.
+    pub ll_flags: u32,
 }
 
 /// Arguments of the broadcast, reduce, all-gather, reduce-scatter, all-to-all, gather,
@@ -299,7 +312,7 @@ const _: () = {
     assert!(size_of::<CommArgs>() == 48 && align_of::<CommArgs>() == 8);
     assert!(size_of::<SyncLine>() == 32 && align_of::<SyncLine>() == 32);
     assert!(size_of::<ErrorRecord>() == 32);
-    assert!(size_of::<AllReduceArgs>() == 120 && align_of::<AllReduceArgs>() == 8);
+    assert!(size_of::<AllReduceArgs>() == 128 && align_of::<AllReduceArgs>() == 8);
     assert!(size_of::<CollArgs>() == 128 && align_of::<CollArgs>() == 8);
 };
 
