@@ -54,7 +54,11 @@ fn check(r: &Ranks, dtype: DataType, red: RedOp, count: usize, in_place: bool, s
         assert_eq!(c.proto, oxccl::coll::tuner::Proto::Ll);
     }
     check_all_reduce(r, case).unwrap_or_else(|e| {
-        panic!("{n} ranks, {} {} count {count} in_place {in_place}: {e}", dtype.name(), red.name())
+        panic!(
+            "{n} ranks, {} {} count {count} in_place {in_place}: {e}",
+            dtype.name(),
+            red.name()
+        )
     });
 }
 
@@ -335,10 +339,17 @@ fn expect_mismatch(cfg: Config, calls: [(usize, DataType); 2]) {
             Err(Error::Mismatch { rank: me, peer, .. }) => {
                 assert_eq!((me, peer), (rank as u32, 1 - rank as u32));
             }
-            other => panic!("rank {rank} {calls:?}: expected a mismatch, got {other:?} after {:?}", t0.elapsed()),
+            other => panic!(
+                "rank {rank} {calls:?}: expected a mismatch, got {other:?} after {:?}",
+                t0.elapsed()
+            ),
         }
     }
-    assert!(t0.elapsed() < Duration::from_secs(5), "mismatch detection took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "mismatch detection took {:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]
@@ -350,10 +361,7 @@ fn mismatched_calls_are_errors_not_hangs() {
     expect_mismatch(cfg(), [(64, DataType::F32), (64, DataType::I32)]);
     // LL on rank 0, the barrier-framed Simple kernel on rank 1 (auto tuning, sizes on either
     // side of the LL threshold).
-    let auto = Config {
-        proto: None,
-        ..cfg()
-    };
+    let auto = Config { proto: None, ..cfg() };
     expect_mismatch(auto, [(100, DataType::F32), (100_000, DataType::F32)]);
 }
 
@@ -365,7 +373,16 @@ fn invalid_overrides_fail_init_and_set_tuning() {
         ..Config::default()
     };
     let e = Comm::init_all_with(b, &[0, 0], bad).unwrap_err();
-    assert!(matches!(e, Error::InvalidSetting { setting: "NCCL_PROTO", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::InvalidSetting {
+                setting: "NCCL_PROTO",
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("unknown protocol"), "{e}");
     let r = ll_ranks(1);
     let e = r.comms[0].set_tuning(Some("tree"), None).unwrap_err();
@@ -380,7 +397,10 @@ fn invalid_overrides_fail_init_and_set_tuning() {
         .all_reduce(&s, &mut o, 4, DataType::F32, Op::Sum, &r.streams[0])
         .unwrap_err();
     let m = e.to_string();
-    assert!(m.contains("all_reduce on rank 0") && m.contains("leave no"), "{m}");
+    assert!(
+        m.contains("all_reduce on rank 0") && m.contains("leave no"),
+        "{m}"
+    );
 }
 
 // ---- Communicators spanning processes -------------------------------------------------
