@@ -503,3 +503,93 @@ fn spanning_processes_without_staging() {
         std::panic::resume_unwind(p);
     }
 }
+
+// ---- The command line and the environment ---------------------------------------------
+
+fn oxccl(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_oxccl"));
+    cmd.args(args).env_remove("NCCL_ALGO").env_remove("NCCL_PROTO");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run oxccl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn cli_tuner_table_follows_the_environment() {
+    let (ok, t) = oxccl(&["tuner", "--max", "256K"], &[]);
+    assert!(ok, "{t}");
+    assert!(t.contains("OXCCL_LL_MAX_BYTES = 65536"), "{t}");
+    let row = |t: &str, bytes: &str| {
+        t.lines()
+            .find(|l| l.starts_with("allreduce") && l.split_whitespace().nth(1) == Some(bytes))
+            .unwrap_or_else(|| panic!("no {bytes} row:\n{t}"))
+            .to_string()
+    };
+    assert!(row(&t, "1024").contains("direct/ll"), "{t}");
+    assert!(row(&t, "262144").contains("staged/simple"), "{t}");
+    // NCCL_PROTO from the environment, per collective.
+    let (ok, t) = oxccl(&["tuner", "--max", "4K"], &[("NCCL_PROTO", "allreduce:^ll")]);
+    assert!(ok, "{t}");
+    assert!(!row(&t, "1024").contains("/ll"), "{t}");
+    // A forced LL above the capacity (pieces) and the threshold setting.
+    let (ok, t) = oxccl(
+        &["tuner", "--max", "1M"],
+        &[("NCCL_PROTO", "LL"), ("OXCCL_LL_THRESHOLD", "1024")],
+    );
+    assert!(ok && row(&t, "1048576").contains("direct/ll"), "{t}");
+    // Invalid values: a clear error naming the variable.
+    let (ok, t) = oxccl(&["tuner"], &[("NCCL_ALGO", "ring,tree")]);
+    assert!(!ok && t.contains("invalid NCCL_ALGO"), "{t}");
+    let (ok, t) = oxccl(
+        &[
+            "check",
+            "--backend",
+            "cpu",
+            "--colls",
+            "all_reduce",
+            "--ranks",
+            "2",
+            "--counts",
+            "5",
+        ],
+        &[("NCCL_PROTO", "fast")],
+    );
+    assert!(
+        !ok && t.contains("invalid NCCL_PROTO") && t.contains("unknown protocol"),
+        "{t}"
+    );
+}
+
+#[test]
+fn cli_check_sweeps_protocols() {
+    let (ok, t) = oxccl(
+        &[
+            "check",
+            "--backend",
+            "cpu",
+            "--colls",
+            "all_reduce",
+            "--ranks",
+            "3",
+            "--counts",
+            "1,1000",
+            "--dtypes",
+            "f32,i8",
+            "--ops",
+            "sum,min",
+            "--proto",
+            "ll,simple",
+        ],
+        &[],
+    );
+    assert!(ok, "{t}");
+    assert!(t.contains(" ll ") && t.contains(" simple "), "{t}");
+    assert!(t.contains("check: 32 passed, 0 failed"), "{t}");
+}

@@ -185,11 +185,14 @@ unsafe fn run<T: Elem, O: Reduce<T>>(ctx: &ExecCtx, a: &AllReduceArgs, op: O) {
             }
             q += 1;
         }
+        // The thread that writes the headers into this rank's inbox (`nt` is never 0: the
+        // check keeps a division-by-zero panic path out of the PTX).
+        let header_thread = if nt == 0 { u64::MAX } else { me as u64 % nt };
         let mut p = 0;
         while p < 2 {
             let mut s = 0;
             while s < n {
-                if gt == me as u64 % nt {
+                if gt == header_thread {
                     ll::put(ll::line_ptr(my_inbox, n, lines, p, s, 0), 0, 0);
                 }
                 let mut i = gt;

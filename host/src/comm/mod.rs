@@ -179,7 +179,7 @@ pub struct Comm {
     /// The streams this rank launched on.
     streams: StreamRegistry,
     /// The algorithm and protocol overrides in force ([`Comm::set_tuning`]).
-    tuning: std::sync::RwLock<crate::coll::tuner::Overrides>,
+    tuning: std::sync::RwLock<Arc<crate::coll::tuner::Overrides>>,
     /// The LL flag generation this rank's LL region was last cleared for
     /// (`oxccl_device::prims::ll`): fresh memory is generation 0's.
     pub(crate) ll_generation: AtomicU64,
@@ -211,7 +211,7 @@ impl Comm {
             control: Arc::new(control),
             finalized: AtomicBool::new(false),
             streams: StreamRegistry::default(),
-            tuning: std::sync::RwLock::new(group.tuning.clone()),
+            tuning: std::sync::RwLock::new(Arc::new(group.tuning.clone())),
             ll_generation: AtomicU64::new(0),
             group,
         }
@@ -228,12 +228,12 @@ impl Comm {
             ..self.group.config.clone()
         };
         let o = cfg.overrides()?;
-        *self.tuning.write().unwrap_or_else(|p| p.into_inner()) = o;
+        *self.tuning.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(o);
         Ok(())
     }
 
     /// The overrides in force.
-    pub fn tuning(&self) -> crate::coll::tuner::Overrides {
+    pub fn tuning(&self) -> Arc<crate::coll::tuner::Overrides> {
         self.tuning.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
