@@ -178,13 +178,12 @@ fn many_back_to_back_ops_reuse_both_parities() {
 #[test]
 fn interleaved_with_simple_operations() {
     let r = ranks_with(3, config(Duration::from_secs(60), "allreduce:ll,simple"));
-    let mut seed = 300;
     for i in 0..6 {
         for c in &r.comms {
             let proto = if i % 2 == 0 { "ll" } else { "simple" };
             c.set_tuning(None, Some(proto)).unwrap();
         }
-        seed += 1;
+        let seed = 301 + i as u64;
         check_all_reduce(
             &r,
             Case {

@@ -87,7 +87,7 @@ const fn lanes<T>() -> u64 {
 unsafe fn load_line<T: Elem>(base: u64, i: u64, bytes: u64) -> u64 {
     let off = i * LINE_DATA;
     let addr = base + off;
-    if off + LINE_DATA <= bytes && addr % LINE_DATA == 0 {
+    if off + LINE_DATA <= bytes && addr.is_multiple_of(LINE_DATA) {
         return arch::load_u64(addr as *const u64);
     }
     let size = core::mem::size_of::<T>() as u64;
@@ -109,7 +109,7 @@ unsafe fn load_line<T: Elem>(base: u64, i: u64, bytes: u64) -> u64 {
 unsafe fn store_line<T: Elem>(base: u64, i: u64, bytes: u64, d: u64) {
     let off = i * LINE_DATA;
     let addr = base + off;
-    if off + LINE_DATA <= bytes && addr % LINE_DATA == 0 {
+    if off + LINE_DATA <= bytes && addr.is_multiple_of(LINE_DATA) {
         arch::store_u64(addr as *mut u64, d);
         return;
     }
