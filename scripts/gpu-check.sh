@@ -10,7 +10,9 @@
 #   scripts/gpu-check.sh bundle && device run --carry bundle -- scripts/gpu-check.sh run
 #
 # Environment for `run`: QUICK=1 runs a reduced matrix; STEPS picks step groups (default
-# "matrix procs table"): matrix = every collective in one process (ranks 1..8 on the GPU);
+# "matrix ll procs table"): matrix = every collective in one process (ranks 1..8 on the GPU);
+# ll = the LL all-reduce against Simple (correctness to and past the LL capacity, then LL vs
+# Simple timing from 1 KiB to 64 KiB on 2 and 8 ranks);
 # procs = one process per rank under MPS (2, 4, 8 processes), then 2 without MPS;
 # table = bandwidth tables of 8 ranks next to a D2D copy and ATen's torch.sum.
 set -euo pipefail
@@ -54,7 +56,7 @@ run)
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee -a "$log"
     step info "$bin" info
     step demo "$bin" demo --backend gpu
-    steps=" ${STEPS:-matrix procs table} "
+    steps=" ${STEPS:-matrix ll procs table} "
     if [[ $steps == *" matrix "* ]]; then
         if [ "${QUICK:-0}" = 1 ]; then
             step check "$bin" check --backend gpu --ranks 1,2,3,8 --counts 0,1,7,4099,65537
@@ -72,6 +74,14 @@ run)
                 --counts 16777259
         fi
     fi
+    if [[ $steps == *" ll "* ]]; then
+        step ll-check "$bin" check --backend gpu --colls all_reduce --proto ll,simple --ranks 1,2,3,8 \
+            --counts 1,7,31,1000,4099,16384,16385,65537 --dtypes f32,bf16,f16,i8,f64,f8e4m3 --repeat 3
+        for n in 2 8; do
+            step "ll-perf-$n" "$bin" perf --backend gpu --ranks $n --dtype f32 --op sum --min 1K --max 64K --step 2 \
+                --proto ll,simple --iters 200 --reps 7
+        done
+    fi
     if [[ $steps == *" procs "* ]]; then
         # One process per rank, all on this GPU, under MPS (its daemon started here as root).
         export CUDA_MPS_PIPE_DIRECTORY=/tmp/oxccl-mps CUDA_MPS_LOG_DIRECTORY=/tmp/oxccl-mps-log
@@ -85,6 +95,10 @@ run)
         # (NCCL 2.28.9, torch's, refuses ranks sharing a GPU: "Duplicate GPU detected";
         # scripts/nccl-ref.py shows it. Its figures come from the issue: NCCL 2.32.3.)
         step procs-perf-p2p "$bin" perf --backend gpu --procs --coll send_recv --ranks 2 --dtype bf16 --min 1K --max 256M --step 16
+        step procs-ll-check "$bin" check --backend gpu --procs --colls all_reduce --proto ll --ranks 2,8 \
+            --counts 1,7,4099,16384,65537 --dtypes f32,bf16 --ops sum,max
+        step procs-ll-perf "$bin" perf --backend gpu --procs --ranks 8 --dtype f32 --op sum --min 1K --max 64K --step 2 \
+            --proto ll,simple --iters 200 --reps 7
         echo quit | nvidia-cuda-mps-control && echo "mps daemon stopped" | tee -a "$log"
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
         # Without MPS the processes' kernels are time-sliced: correct, but each wait spans

@@ -225,6 +225,13 @@ pub const ERR_MISMATCH: u32 = 3;
 pub const ALGO_ONE_SHOT: u32 = 0;
 /// Reduce-scatter by loads and all-gather by stores, fused ("two-shot").
 pub const ALGO_TWO_SHOT: u32 = 1;
+/// The LL protocol: every rank stores its input as flagged lines into every peer's inbox,
+/// each reduces what arrived in its own (`crate::coll::all_reduce_ll`).
+pub const ALGO_LL: u32 = 2;
+
+/// [`AllReduceArgs::ll_flags`] bit: clear this rank's LL region (between two barriers)
+/// before the exchange, because the LL flag generation changed (see `crate::prims::ll`).
+pub const LL_FLAG_RESET: u32 = 1;
 
 /// Arguments of the all-reduce kernels, passed by value.
 #[repr(C)]
@@ -250,6 +257,12 @@ pub struct AllReduceArgs {
     pub scalar: u64,
     /// Must be equal on all ranks (collective, count, dtype, op, algorithm).
     pub fingerprint: u64,
+    /// [`ALGO_LL`] only: data lines per (parity, source) of the LL region
+    /// (`prims::layout::ll_lines` of the communicator's LL capacity). Appended in
+    /// [`ABI_VERSION`] 3; 0 otherwise.
+    pub ll_lines: u32,
+    /// [`ALGO_LL`] only: `LL_FLAG_*` bits. Appended in [`ABI_VERSION`] 3.
+    pub ll_flags: u32,
     /// Staged calls (communicators spanning processes): this rank's own user input and
     /// output, which its kernel uses for its own share instead of the published `send` and
     /// `recv` (the staging buffers peers reach). 0 = not staged (use `send` and `recv`).
@@ -305,7 +318,7 @@ const _: () = {
     assert!(size_of::<CommArgs>() == 48 && align_of::<CommArgs>() == 8);
     assert!(size_of::<SyncLine>() == 32 && align_of::<SyncLine>() == 32);
     assert!(size_of::<ErrorRecord>() == 32);
-    assert!(size_of::<AllReduceArgs>() == 136 && align_of::<AllReduceArgs>() == 8);
+    assert!(size_of::<AllReduceArgs>() == 144 && align_of::<AllReduceArgs>() == 8);
     assert!(size_of::<CollArgs>() == 128 && align_of::<CollArgs>() == 8);
 };
 

@@ -2,10 +2,11 @@
 //! dispatch as plain functions for the CPU backend.
 
 use crate::abi::{
-    AllReduceArgs, CollArgs, DataType, P2pArgs, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL,
+    AllReduceArgs, CollArgs, DataType, P2pArgs, ALGO_LL, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL,
     COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
 use crate::coll::all_reduce::all_reduce;
+use crate::coll::all_reduce_ll::all_reduce_ll;
 use crate::coll::lsa::{copy_coll, reduce_coll};
 use crate::coll::p2p::p2p;
 use crate::exec::ExecCtx;
@@ -25,6 +26,22 @@ pub const ALL_REDUCE_KERNELS: [&str; 12] = [
     "oxccl_all_reduce_bf16",
     "oxccl_all_reduce_f8e4m3",
     "oxccl_all_reduce_f8e5m2",
+];
+
+/// PTX entry names of the LL all-reduce kernels (`ALGO_LL`), indexed by [`DataType`] value.
+pub const ALL_REDUCE_LL_KERNELS: [&str; 12] = [
+    "oxccl_all_reduce_ll_i8",
+    "oxccl_all_reduce_ll_u8",
+    "oxccl_all_reduce_ll_i32",
+    "oxccl_all_reduce_ll_u32",
+    "oxccl_all_reduce_ll_i64",
+    "oxccl_all_reduce_ll_u64",
+    "oxccl_all_reduce_ll_f16",
+    "oxccl_all_reduce_ll_f32",
+    "oxccl_all_reduce_ll_f64",
+    "oxccl_all_reduce_ll_bf16",
+    "oxccl_all_reduce_ll_f8e4m3",
+    "oxccl_all_reduce_ll_f8e5m2",
 ];
 
 /// PTX entry name of the broadcast, all-gather, all-to-all, gather, scatter and
@@ -53,11 +70,12 @@ pub const P2P_KERNEL: &str = "oxccl_p2p";
 /// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas): every
 /// kernel above.
 pub const HOT_KERNELS: &[&str] = &{
-    let mut all = [""; 26];
+    let mut all = [""; 38];
     let mut i = 0;
     while i < 12 {
         all[i] = ALL_REDUCE_KERNELS[i];
         all[12 + i] = REDUCE_COLL_KERNELS[i];
+        all[26 + i] = ALL_REDUCE_LL_KERNELS[i];
         i += 1;
     }
     all[24] = COPY_COLL_KERNEL;
@@ -71,6 +89,11 @@ pub const ALL_REDUCE_BLOCK_THREADS: u32 = 256;
 /// PTX entry name of the all-reduce kernel for `dtype`.
 pub fn all_reduce_kernel_name(dtype: DataType) -> &'static str {
     ALL_REDUCE_KERNELS[dtype as usize]
+}
+
+/// PTX entry name of the LL all-reduce kernel for `dtype`.
+pub fn all_reduce_ll_kernel_name(dtype: DataType) -> &'static str {
+    ALL_REDUCE_LL_KERNELS[dtype as usize]
 }
 
 /// Which kernel runs a [`CollArgs`] collective.
@@ -108,11 +131,16 @@ impl CollKernel {
     }
 }
 
-/// Runs the all-reduce kernel body for `args.dtype` (the CPU backend's entry point).
+/// Runs the all-reduce kernel body for `args.dtype` (the CPU backend's entry point): the LL
+/// kernel's when `args.algo` is `ALGO_LL`, else the load/store kernel's.
 ///
 /// # Safety
-/// As [`all_reduce`]; `ctx` must be one block of the grid every rank launched.
+/// As [`all_reduce`] (or [`all_reduce_ll`]); `ctx` must be one block of the grid every rank
+/// launched.
 pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
+    if args.algo == ALGO_LL {
+        return all_reduce_ll_dispatch(ctx, args);
+    }
     match DataType::from_u32(args.dtype) {
         Some(DataType::I8) => all_reduce::<i8>(ctx, args),
         Some(DataType::U8) => all_reduce::<u8>(ctx, args),
@@ -126,6 +154,28 @@ pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
         Some(DataType::Bf16) => all_reduce::<Bf16>(ctx, args),
         Some(DataType::F8E4M3) => all_reduce::<F8E4M3>(ctx, args),
         Some(DataType::F8E5M2) => all_reduce::<F8E5M2>(ctx, args),
+        None => {}
+    }
+}
+
+/// Runs the LL all-reduce kernel body for `args.dtype`.
+///
+/// # Safety
+/// As [`all_reduce_ll`]; `ctx` must be one block of the grid every rank launched.
+pub unsafe fn all_reduce_ll_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
+    match DataType::from_u32(args.dtype) {
+        Some(DataType::I8) => all_reduce_ll::<i8>(ctx, args),
+        Some(DataType::U8) => all_reduce_ll::<u8>(ctx, args),
+        Some(DataType::I32) => all_reduce_ll::<i32>(ctx, args),
+        Some(DataType::U32) => all_reduce_ll::<u32>(ctx, args),
+        Some(DataType::I64) => all_reduce_ll::<i64>(ctx, args),
+        Some(DataType::U64) => all_reduce_ll::<u64>(ctx, args),
+        Some(DataType::F16) => all_reduce_ll::<F16>(ctx, args),
+        Some(DataType::F32) => all_reduce_ll::<f32>(ctx, args),
+        Some(DataType::F64) => all_reduce_ll::<f64>(ctx, args),
+        Some(DataType::Bf16) => all_reduce_ll::<Bf16>(ctx, args),
+        Some(DataType::F8E4M3) => all_reduce_ll::<F8E4M3>(ctx, args),
+        Some(DataType::F8E5M2) => all_reduce_ll::<F8E5M2>(ctx, args),
         None => {}
     }
 }
@@ -192,6 +242,29 @@ mod gpu {
     all_reduce_kernel!(oxccl_all_reduce_bf16, Bf16);
     all_reduce_kernel!(oxccl_all_reduce_f8e4m3, F8E4M3);
     all_reduce_kernel!(oxccl_all_reduce_f8e5m2, F8E5M2);
+
+    macro_rules! all_reduce_ll_kernel {
+        ($name:ident, $t:ty) => {
+            /// LL all-reduce kernel entry (one per data type; the operator is a run-time
+            /// argument).
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $name(args: AllReduceArgs) {
+                all_reduce_ll::<$t>(&ExecCtx::current(), &args)
+            }
+        };
+    }
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_i8, i8);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_u8, u8);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_i32, i32);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_u32, u32);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_i64, i64);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_u64, u64);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_f16, F16);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_f32, f32);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_f64, f64);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_bf16, Bf16);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_f8e4m3, F8E4M3);
+    all_reduce_ll_kernel!(oxccl_all_reduce_ll_f8e5m2, F8E5M2);
 
     /// Broadcast, all-gather, all-to-all, gather, scatter and all-gather-v kernel entry (a
     /// byte copy; the collective is a run-time argument).

@@ -88,12 +88,18 @@ fn all_reduce_kernels_use_the_protocol_instructions() {
         let body = f
             .get(*k)
             .unwrap_or_else(|| panic!("kernel {k} missing from the PTX"));
+        // LL kernels move their payload in flagged lines: one volatile 16-byte access each.
+        let payload = if oxccl_device::kernels::ALL_REDUCE_LL_KERNELS.contains(k) {
+            ["ld.volatile.v4.u32", "st.volatile.v4.u32"]
+        } else {
+            ["ld.v4.u32", "st.v4.u32"]
+        };
         for ins in [
             "ld.acquire.sys.u64", // barrier wait
             "st.release.sys.u64", // barrier arrive
             "fence.acq_rel.sys",  // before the arrive
-            "ld.v4.u32",          // 16-byte payload loads
-            "st.v4.u32",          // 16-byte payload stores
+            payload[0],           // 16-byte payload loads
+            payload[1],           // 16-byte payload stores
             "ld.volatile.u32",    // abort flag poll
             "%globaltimer",       // timeout
             "bar.red.or.pred",    // block-wide failure agreement
@@ -123,13 +129,15 @@ fn all_reduce_kernels_use_the_protocol_instructions() {
 #[test]
 fn kernel_parameters_are_the_abi_structs() {
     use oxccl_device::abi::{AllReduceArgs, CollArgs};
-    use oxccl_device::kernels::{ALL_REDUCE_KERNELS, COPY_COLL_KERNEL, REDUCE_COLL_KERNELS};
+    use oxccl_device::kernels::{
+        ALL_REDUCE_KERNELS, ALL_REDUCE_LL_KERNELS, COPY_COLL_KERNEL, REDUCE_COLL_KERNELS,
+    };
     let ptx = ptx();
     let want = |name: &str, size: usize| {
         let decl = format!(".param .align 8 .b8 {name}_param_0[{size}]");
         assert!(ptx.contains(&decl), "{name}: expected `{decl}` in the PTX");
     };
-    for name in ALL_REDUCE_KERNELS {
+    for name in ALL_REDUCE_KERNELS.into_iter().chain(ALL_REDUCE_LL_KERNELS) {
         want(name, core::mem::size_of::<AllReduceArgs>());
     }
     for name in REDUCE_COLL_KERNELS.into_iter().chain([COPY_COLL_KERNEL]) {

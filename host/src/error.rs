@@ -39,6 +39,14 @@ pub enum Error {
     #[error("loading the oxccl PTX module on device {device} failed: {message}")]
     ModuleLoad { device: i32, message: String },
 
+    /// A setting (environment variable or its `Config` field) has a value oxccl cannot use.
+    #[error("invalid {setting}={value:?}: {what}")]
+    InvalidSetting {
+        setting: &'static str,
+        value: String,
+        what: String,
+    },
+
     /// An argument was invalid.
     #[error("{op} on rank {rank}: invalid argument: {what}")]
     InvalidArgument {

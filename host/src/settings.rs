@@ -48,8 +48,23 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "NCCL_ALGO",
-        default: "auto",
-        help: "all-reduce algorithm: auto, oneshot, or twoshot",
+        default: "",
+        help: "algorithms allowed (NCCL syntax: `direct,staged`, `^staged`, per collective `allreduce:direct;broadcast:staged`); oneshot/twoshot force direct's all-reduce variant; see `oxccl tuner`",
+    },
+    Setting {
+        name: "NCCL_PROTO",
+        default: "",
+        help: "protocols allowed (NCCL syntax: `ll,simple`, `^ll`, per collective `allreduce:ll`); LL is the all-reduce's; see `oxccl tuner`",
+    },
+    Setting {
+        name: "OXCCL_LL_MAX_BYTES",
+        default: "65536",
+        help: "LL capacity: bytes per rank one LL all-reduce carries (each inbox holds 2 x nranks x 2 x this; must be equal on every rank); larger forced-LL calls run in pieces",
+    },
+    Setting {
+        name: "OXCCL_LL_THRESHOLD",
+        default: "65536",
+        help: "auto tuner: largest all-reduce (bytes per rank) that uses LL (capped by OXCCL_LL_MAX_BYTES)",
     },
     Setting {
         name: "OXCCL_ONESHOT_MAX_BYTES",
@@ -133,13 +148,32 @@ pub fn cpu_blocks() -> u32 {
     (get_u64("OXCCL_CPU_BLOCKS") as u32).clamp(1, oxccl_device::abi::MAX_BLOCKS as u32)
 }
 
-/// `NCCL_ALGO` for the all-reduce: `None` = auto.
-pub fn algo_override() -> Option<u32> {
-    match get("NCCL_ALGO").to_ascii_lowercase().as_str() {
-        "oneshot" | "one-shot" | "one_shot" => Some(oxccl_device::abi::ALGO_ONE_SHOT),
-        "twoshot" | "two-shot" | "two_shot" => Some(oxccl_device::abi::ALGO_TWO_SHOT),
-        _ => None,
-    }
+/// Largest LL capacity accepted (bytes per rank).
+pub const LL_MAX_BYTES_LIMIT: usize = 16 << 20;
+
+/// An LL capacity as used: rounded up to whole 8-byte lines, within `[8, LL_MAX_BYTES_LIMIT]`.
+pub fn ll_capacity(bytes: usize) -> usize {
+    bytes.clamp(8, LL_MAX_BYTES_LIMIT).div_ceil(8) * 8
+}
+
+/// `OXCCL_LL_MAX_BYTES`, as [`ll_capacity`] uses it.
+pub fn ll_max_bytes() -> usize {
+    ll_capacity(get_u64("OXCCL_LL_MAX_BYTES") as usize)
+}
+
+/// `OXCCL_LL_THRESHOLD`.
+pub fn ll_threshold() -> u64 {
+    get_u64("OXCCL_LL_THRESHOLD")
+}
+
+/// `NCCL_ALGO` as set (`None` when unset or empty).
+pub fn algo_env() -> Option<String> {
+    std::env::var("NCCL_ALGO").ok().filter(|v| !v.trim().is_empty())
+}
+
+/// `NCCL_PROTO` as set (`None` when unset or empty).
+pub fn proto_env() -> Option<String> {
+    std::env::var("NCCL_PROTO").ok().filter(|v| !v.trim().is_empty())
 }
 
 /// Render the table with current values.

@@ -9,9 +9,16 @@ use oxccl::{Backend, Comm, Config, DataType, RedOp};
 use proptest::prelude::*;
 
 fn ranks(n: usize) -> Ranks {
+    ranks_proto(n, None)
+}
+
+/// Ranks whose all-reduces use protocol `proto` (`NCCL_PROTO` syntax; `None`: the tuner's
+/// choice, LL for the small sizes here).
+fn ranks_proto(n: usize, proto: Option<&str>) -> Ranks {
     let b: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cfg = Config {
         timeout_ns: 60_000_000_000,
+        proto: proto.map(str::to_string),
         ..Config::default()
     };
     Ranks::new(Comm::init_all_with(b, &vec![0; n], cfg).expect("init_all")).expect("streams")
@@ -37,18 +44,26 @@ proptest! {
         red in red_op(),
         in_place in any::<bool>(),
         seed in any::<u64>(),
+        simple in any::<bool>(),
     ) {
-        let r = ranks(n);
+        let r = ranks_proto(n, simple.then_some("simple"));
         let checked = check_all_reduce(&r, Case { dtype: dt, red, count, in_place, seed });
         prop_assert!(checked.is_ok(), "{:?}", checked.err());
     }
 }
 
-/// Every data type x operator on 3 ranks, one odd size, both placements; then several
-/// back-to-back calls on the same communicator (epochs advance, inboxes are reused).
+/// Every data type x operator on 3 ranks, one odd size, both placements, with the Simple and
+/// the LL protocol; then several back-to-back calls on the same communicator (epochs
+/// advance, inboxes are reused).
 #[test]
 fn every_dtype_and_op() {
-    let r = ranks(3);
+    for proto in ["simple", "ll"] {
+        every_dtype_and_op_with(proto);
+    }
+}
+
+fn every_dtype_and_op_with(proto: &str) {
+    let r = ranks_proto(3, Some(proto));
     let mut seed = 10;
     for dt in DataType::ALL {
         for red in RedOp::ALL {

@@ -3,6 +3,7 @@
 pub mod all_gather;
 pub mod all_gather_v;
 pub mod all_reduce;
+pub mod all_reduce_ll;
 pub mod all_to_all;
 pub mod broadcast;
 mod frame;

@@ -5,12 +5,18 @@
 //! ```text
 //! offset 0              barrier lines   [MAX_BLOCKS][nranks] SyncLine   (prims::barrier)
 //! p2p_offset(n)         p2p mailboxes   p2p_bytes(n)                    (send/recv)
-//! ll_offset(n)          LL lines        ll_bytes(n)                     (LL all-reduce)
-//! inbox_bytes(n)        end
+//! ll_offset(n)          LL lines        ll_bytes(n, ll_max)             (prims::ll)
+//! inbox_bytes(n, ll_max) end
 //! ```
 //!
 //! Every region starts on a 4096-byte boundary. Each region's size is a function of the rank
-//! count only, so every rank computes the same layout for every peer.
+//! count and of the LL capacity `ll_max` (bytes per rank of one LL operation, the setting
+//! `OXCCL_LL_MAX_BYTES`, checked equal on every rank at init), so every rank computes the
+//! same layout for every peer.
+//!
+//! LL region: `[2 parities][nranks sources][ll_lines(ll_max) + 1 lines]` of 16-byte lines;
+//! line 0 of each (parity, source) is the header, lines `1..` carry 8 data bytes each (see
+//! `crate::prims::ll`).
 //!
 //! The communicator's address table (`CommArgs::inboxes`) holds `2 * nranks` u64s: entries
 //! `[0, n)` are the ranks' inbox bases as addressable by this rank, entries `[n, 2n)` the
@@ -53,14 +59,21 @@ pub const fn ll_offset(nranks: u32) -> usize {
     p2p_offset(nranks) + round_up(p2p_bytes(nranks))
 }
 
-/// Bytes of the LL lines.
-pub const fn ll_bytes(_nranks: u32) -> usize {
-    0
+/// Data lines per (parity, source) of the LL region for a capacity of `ll_max` bytes per
+/// rank (8 data bytes per 16-byte line).
+pub const fn ll_lines(ll_max: usize) -> usize {
+    ll_max.div_ceil(8)
+}
+
+/// Bytes of the LL lines: two parities, one slot per source rank, each a header line and
+/// [`ll_lines`] data lines of 16 bytes.
+pub const fn ll_bytes(nranks: u32, ll_max: usize) -> usize {
+    2 * nranks as usize * (ll_lines(ll_max) + 1) * 16
 }
 
 /// Bytes of one rank's inbox allocation.
-pub const fn inbox_bytes(nranks: u32) -> usize {
-    ll_offset(nranks) + round_up(ll_bytes(nranks))
+pub const fn inbox_bytes(nranks: u32, ll_max: usize) -> usize {
+    ll_offset(nranks) + round_up(ll_bytes(nranks, ll_max))
 }
 
 /// Bytes of the address table of an `nranks` communicator (inbox bases, then deltas).

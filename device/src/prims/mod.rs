@@ -1,5 +1,7 @@
-//! Synchronization primitives between ranks: bounded waits and the inbox barrier.
+//! Synchronization primitives between ranks: bounded waits, the inbox barrier and the LL
+//! line protocol.
 
 pub mod barrier;
 pub mod layout;
+pub mod ll;
 pub mod wait;

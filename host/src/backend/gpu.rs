@@ -6,8 +6,8 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
-use oxccl_device::abi::{AllReduceArgs, CollArgs, DataType, P2pArgs};
-use oxccl_device::kernels::{all_reduce_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL};
+use oxccl_device::abi::{AllReduceArgs, CollArgs, DataType, P2pArgs, ALGO_LL};
+use oxccl_device::kernels::{all_reduce_kernel_name, all_reduce_ll_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL};
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
 use crate::error::{Error, Result};
@@ -60,8 +60,11 @@ impl Drop for GpuEvent {
 struct DeviceState {
     ctx: usize,
     all_reduce: HashMap<DataType, usize>,
+    /// The LL all-reduce kernels (`ALGO_LL`).
+    all_reduce_ll: HashMap<DataType, usize>,
     sms: u32,
-    /// Blocks of each all-reduce kernel that fit on one SM at once.
+    /// Blocks of each all-reduce kernel (the smaller of the load/store and the LL kernel's)
+    /// that fit on one SM at once.
     blocks_per_sm: HashMap<DataType, u32>,
     /// The [`CollArgs`] collectives' kernels (copy and per-dtype reduce) and their blocks per
     /// SM.
@@ -127,10 +130,14 @@ impl GpuBackend {
             "loaded oxccl ptx module"
         );
         let mut all_reduce = HashMap::new();
+        let mut all_reduce_ll = HashMap::new();
         for dt in DataType::ALL {
             // SAFETY: `module` was just loaded in the current context.
             let f = unsafe { cuda::get_function(device as i32, module, all_reduce_kernel_name(dt))? };
             all_reduce.insert(dt, f as usize);
+            // SAFETY: as above.
+            let f = unsafe { cuda::get_function(device as i32, module, all_reduce_ll_kernel_name(dt))? };
+            all_reduce_ll.insert(dt, f as usize);
         }
         let dev = result::device::get(device as i32).map_err(err("cuDeviceGet", device as i32))?;
         // SAFETY: valid device handle.
@@ -156,7 +163,8 @@ impl GpuBackend {
         };
         let mut blocks_per_sm = HashMap::new();
         for (&dt, &f) in &all_reduce {
-            blocks_per_sm.insert(dt, occupancy(f)?);
+            let ll = occupancy(all_reduce_ll[&dt])?;
+            blocks_per_sm.insert(dt, occupancy(f)?.min(ll));
         }
         let mut colls = HashMap::new();
         for k in CollKernel::all() {
@@ -177,6 +185,7 @@ impl GpuBackend {
         let st = Arc::new(DeviceState {
             ctx: ctx as usize,
             all_reduce,
+            all_reduce_ll,
             sms,
             blocks_per_sm,
             colls,
@@ -437,16 +446,13 @@ impl Backend for GpuBackend {
             rank: args.comm.rank,
             what: format!("data type {}", args.dtype),
         })?;
-        // SAFETY: every all-reduce kernel takes one by-value AllReduceArgs.
-        unsafe {
-            launch_one_arg(
-                st.all_reduce[&dt] as sys::CUfunction,
-                grid,
-                s,
-                args,
-                "cuLaunchKernel(all_reduce)",
-            )
-        }
+        let f = if args.algo == ALGO_LL {
+            st.all_reduce_ll[&dt]
+        } else {
+            st.all_reduce[&dt]
+        };
+        // SAFETY: every all-reduce kernel (LL or not) takes one by-value AllReduceArgs.
+        unsafe { launch_one_arg(f as sys::CUfunction, grid, s, args, "cuLaunchKernel(all_reduce)") }
     }
 
     fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: DataType) -> u32 {

@@ -129,7 +129,8 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn synchronize(&self, stream: &Stream) -> Result<()>;
     /// Enqueue a device-to-device copy on `stream`.
     fn copy_async(&self, stream: &Stream, dst: u64, src: u64, bytes: usize) -> Result<()>;
-    /// Enqueue an all-reduce kernel on `stream`.
+    /// Enqueue an all-reduce kernel on `stream`: the LL kernel when `args.algo` is `ALGO_LL`,
+    /// else the load/store one.
     fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()>;
     /// Largest grid (blocks) the all-reduce of `dtype` may use per rank when
     /// `ranks_per_device` ranks share one device and their kernels must all be resident at

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use oxccl::backend::{self, cpu::CpuBackend, gpu::GpuBackend, Backend};
-use oxccl::coll::{algo_name, all_reduce_bus_factor};
+use oxccl::coll::all_reduce_bus_factor;
+use oxccl::coll::tuner;
 use oxccl::harness::{self, fmt_bytes, parse_size, Case, Coll, Ranks, Timing};
 use oxccl::{verify, Comm, Config, DataType, RedOp};
 
@@ -65,6 +66,13 @@ struct CheckArgs {
     /// loopback); otherwise every rank is a thread of this process.
     #[arg(long)]
     pub procs: bool,
+    /// Protocols to run the matrix with, one pass each: `auto` (the tuner's choice), or an
+    /// `NCCL_PROTO` value without commas (`ll`, `simple`, `^ll`, `allreduce:ll`).
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    pub proto: Vec<String>,
+    /// `NCCL_ALGO` value for every pass (default: the environment's).
+    #[arg(long)]
+    pub algo: Option<String>,
 }
 
 #[derive(Args)]
@@ -101,6 +109,33 @@ struct PerfArgs {
     /// One process per rank (see `check --procs`); the table is rank 0's.
     #[arg(long)]
     pub procs: bool,
+    /// Protocols to time, one row each per size: `auto` (the tuner's choice), or an
+    /// `NCCL_PROTO` value without commas (`ll`, `simple`); e.g. `--proto ll,simple` to
+    /// compare LL with Simple.
+    #[arg(long, value_delimiter = ',', default_value = "auto")]
+    pub proto: Vec<String>,
+    /// `NCCL_ALGO` value (default: the environment's).
+    #[arg(long)]
+    pub algo: Option<String>,
+}
+
+#[derive(Args)]
+struct TunerArgs {
+    /// Rank count of the table.
+    #[arg(long, default_value_t = 8)]
+    pub ranks: u32,
+    /// Data type (its element size matters).
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Largest size bucket (bytes per rank).
+    #[arg(long, default_value = "256M")]
+    pub max: String,
+    /// `NCCL_ALGO` value to show the table under (default: the environment's).
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// `NCCL_PROTO` value to show the table under (default: the environment's).
+    #[arg(long)]
+    pub proto: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -117,6 +152,9 @@ enum Cmd {
     Check(CheckArgs),
     /// Bandwidth table (nccl-tests columns) next to a device-to-device copy of the same bytes.
     Perf(PerfArgs),
+    /// The tuner's thresholds and its algorithm/protocol per collective and size bucket,
+    /// in-process and across processes, under the current (or given) overrides.
+    Tuner(TunerArgs),
     /// Settings, backend and devices.
     Info,
 }
@@ -271,6 +309,42 @@ fn run_procs(n: usize) -> Result<(usize, usize), String> {
     }
 }
 
+/// Apply `proto` (an `NCCL_PROTO` value or `auto`) and `algo` to every rank held here.
+fn set_tuning(r: &Ranks, algo: Option<&str>, proto: &str) -> Result<(), String> {
+    let algo = algo.map(str::to_string).or_else(oxccl::settings::algo_env);
+    let proto = if proto == "auto" {
+        oxccl::settings::proto_env()
+    } else {
+        Some(proto.to_string())
+    };
+    for c in &r.comms {
+        c.set_tuning(algo.as_deref(), proto.as_deref())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// The tuner's choice for an all-reduce of `bytes` per rank on `r`, as printed.
+fn choice_name(r: &Ranks, dt: DataType, bytes: usize) -> String {
+    r.comms[0]
+        .tune(oxccl_device::abi::COLL_ALL_REDUCE, dt, bytes as u64)
+        .map_or_else(|e| format!("error: {e}"), |c| c.to_string())
+}
+
+fn tuner_table(a: &TunerArgs) -> Result<(), String> {
+    let dt = parse_dtypes(std::slice::from_ref(&a.dtype))?[0];
+    let max = parse_size(&a.max).ok_or("bad --max")? as u64;
+    let cfg = Config {
+        algo: a.algo.clone().or_else(oxccl::settings::algo_env),
+        proto: a.proto.clone().or_else(oxccl::settings::proto_env),
+        ..Config::default()
+    };
+    let ov = cfg.overrides().map_err(|e| e.to_string())?;
+    let th = tuner::Thresholds::from_settings(cfg.ll_capacity() as u64);
+    print!("{}", tuner::table(&th, &ov, a.ranks, dt.size(), max));
+    Ok(())
+}
+
 fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
     let (backend, desc) = pick_backend(b).map_err(|e| e.to_string())?;
     println!("oxccl demo: all-reduce (sum) on {ranks} ranks, {desc}");
@@ -325,7 +399,7 @@ fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
                 bytes,
                 count,
                 dt.name(),
-                algo_name(r.comms[0].choose_algo(bytes as u64)),
+                choice_name(&r, dt, bytes),
                 t * 1e6,
                 algbw,
                 algbw * all_reduce_bus_factor(ranks),
@@ -369,64 +443,68 @@ fn check(a: &CheckArgs) -> Result<(), String> {
     let names: Vec<&str> = colls.iter().map(|c| c.name()).collect();
     println!("oxccl check: {} correctness on the {desc}", names.join(", "));
     println!(
-        "{:>14} {:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9}",
-        "coll", "ranks", "count", "type", "cases", "failed", "elements", "time(s)"
+        "{:>14} {:>8} {:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9}",
+        "coll", "proto", "ranks", "count", "type", "cases", "failed", "elements", "time(s)"
     );
     let (mut total, mut failed) = (0usize, 0usize);
     let mut s = seed;
     for &n in ranks {
         let r = make_ranks(&backend, n).map_err(|e| e.to_string())?;
-        for &coll in &colls {
-            // Copies take no operator: one pass with a placeholder.
-            let coll_ops: &[RedOp] = if coll.has_op() { &ops } else { &[RedOp::Sum] };
-            for &size in &counts {
-                for &dt in &dtypes {
-                    let count = if a.bytes { size / dt.size() } else { size };
-                    let t0 = Instant::now();
-                    let (mut cases, mut bad, mut elems) = (0, 0, 0usize);
-                    for &red in coll_ops {
-                        for in_place in [false, true] {
-                            for _ in 0..repeat {
-                                s += 1;
-                                cases += 1;
-                                // Roots vary with the seed (every rank over a run).
-                                let root = (s % n as u64) as u32;
-                                let case = Case {
-                                    dtype: dt,
-                                    red,
-                                    count,
-                                    in_place,
-                                    seed: s,
-                                };
-                                match harness::check_coll(&r, coll, case, root) {
-                                    Ok(e) => elems += e,
-                                    Err(e) => {
-                                        bad += 1;
-                                        println!(
-                                            "FAIL {} ranks={n} count={count} {} {} root={} in_place={in_place}: {e}",
+        for proto in &a.proto {
+            set_tuning(&r, a.algo.as_deref(), proto)?;
+            for &coll in &colls {
+                // Copies take no operator: one pass with a placeholder.
+                let coll_ops: &[RedOp] = if coll.has_op() { &ops } else { &[RedOp::Sum] };
+                for &size in &counts {
+                    for &dt in &dtypes {
+                        let count = if a.bytes { size / dt.size() } else { size };
+                        let t0 = Instant::now();
+                        let (mut cases, mut bad, mut elems) = (0, 0, 0usize);
+                        for &red in coll_ops {
+                            for in_place in [false, true] {
+                                for _ in 0..repeat {
+                                    s += 1;
+                                    cases += 1;
+                                    // Roots vary with the seed (every rank over a run).
+                                    let root = (s % n as u64) as u32;
+                                    let case = Case {
+                                        dtype: dt,
+                                        red,
+                                        count,
+                                        in_place,
+                                        seed: s,
+                                    };
+                                    match harness::check_coll(&r, coll, case, root) {
+                                        Ok(e) => elems += e,
+                                        Err(e) => {
+                                            bad += 1;
+                                            println!(
+                                            "FAIL {} proto={proto} ranks={n} count={count} {} {} root={} in_place={in_place}: {e}",
                                             coll.name(),
                                             dt.name(),
                                             if coll.has_op() { red.name() } else { "-" },
                                             if coll.has_root() { root.to_string() } else { "-".into() },
                                         );
+                                        }
                                     }
                                 }
                             }
                         }
+                        total += cases;
+                        failed += bad;
+                        println!(
+                            "{:>14} {:>8} {:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9.2}",
+                            coll.name(),
+                            proto,
+                            n,
+                            count,
+                            dt.name(),
+                            cases,
+                            bad,
+                            elems,
+                            t0.elapsed().as_secs_f64()
+                        );
                     }
-                    total += cases;
-                    failed += bad;
-                    println!(
-                        "{:>14} {:>5} {:>10} {:>7} {:>6} {:>7} {:>12} {:>9.2}",
-                        coll.name(),
-                        n,
-                        count,
-                        dt.name(),
-                        cases,
-                        bad,
-                        elems,
-                        t0.elapsed().as_secs_f64()
-                    );
                 }
             }
         }
@@ -474,55 +552,67 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
     );
     println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce, all-to-all and send/recv: 2 x ranks x bytes; gather and scatter: 2 x bytes; the others: (ranks + 1) x the data of one rank)");
     println!(
-        "{:>8} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
-        "bytes", "count", "algo", "time(us)", "algbw", "busbw", "copy(us)", "alg GB/s", "copy GB/s", "ratio"
+        "{:>8} {:>11} {:>26} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
+        "bytes",
+        "count",
+        "algo/proto",
+        "time(us)",
+        "algbw",
+        "busbw",
+        "copy(us)",
+        "alg GB/s",
+        "copy GB/s",
+        "ratio"
     );
     let per_rank = if coll.is_blocked() { ranks } else { 1 };
     let mut bytes = lo.max(dt.size() * per_rank);
     while bytes <= hi {
-        let count = bytes / dt.size() / per_rank;
-        let timing = Timing {
-            warmup: 3,
-            iters,
-            reps,
-        };
-        let t = if coll == Coll::AllReduce {
-            harness::time_all_reduce(&r, dt, op, count, in_place, timing)
-        } else {
-            harness::time_coll(&r, coll, dt, op, count, a.root, timing)
-        }
-        .map_err(|e| e.to_string())?;
-        let size = harness::size_bytes(coll, ranks, count, dt.size());
-        let tc = harness::time_copy(&r, size, iters, reps).map_err(|e| e.to_string())?;
-        let algbw = size as f64 / t / 1e9;
-        let moved = if matches!(coll, Coll::AllReduce | Coll::AllToAll | Coll::SendRecv) {
-            2.0 * ranks as f64 * size as f64
-        } else if matches!(coll, Coll::Gather | Coll::Scatter) {
-            2.0 * size as f64
-        } else {
-            (ranks as f64 + 1.0) * (count * dt.size()) as f64 * per_rank as f64
-        };
-        let alg_rate = moved / t / 1e9;
-        let copy_rate = 2.0 * size as f64 / tc / 1e9;
-        println!(
-            "{:>8} {:>11} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.1} {:>11.1} {:>6.3}",
-            fmt_bytes(size),
-            count,
-            if coll == Coll::AllReduce {
-                algo_name(r.comms[0].choose_algo(size as u64))
-            } else if coll == Coll::SendRecv {
-                "p2p"
+        for proto in &a.proto {
+            set_tuning(&r, a.algo.as_deref(), proto)?;
+            let count = bytes / dt.size() / per_rank;
+            let timing = Timing {
+                warmup: 3,
+                iters,
+                reps,
+            };
+            let t = if coll == Coll::AllReduce {
+                harness::time_all_reduce(&r, dt, op, count, in_place, timing)
             } else {
-                "lsa"
-            },
-            t * 1e6,
-            algbw,
-            algbw * harness::bus_factor(coll, ranks),
-            tc * 1e6,
-            alg_rate,
-            copy_rate,
-            alg_rate / copy_rate
-        );
+                harness::time_coll(&r, coll, dt, op, count, a.root, timing)
+            }
+            .map_err(|e| e.to_string())?;
+            let size = harness::size_bytes(coll, ranks, count, dt.size());
+            let tc = harness::time_copy(&r, size, iters, reps).map_err(|e| e.to_string())?;
+            let algbw = size as f64 / t / 1e9;
+            let moved = if matches!(coll, Coll::AllReduce | Coll::AllToAll | Coll::SendRecv) {
+                2.0 * ranks as f64 * size as f64
+            } else if matches!(coll, Coll::Gather | Coll::Scatter) {
+                2.0 * size as f64
+            } else {
+                (ranks as f64 + 1.0) * (count * dt.size()) as f64 * per_rank as f64
+            };
+            let alg_rate = moved / t / 1e9;
+            let copy_rate = 2.0 * size as f64 / tc / 1e9;
+            println!(
+                "{:>8} {:>11} {:>26} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.1} {:>11.1} {:>6.3}",
+                fmt_bytes(size),
+                count,
+                if coll == Coll::AllReduce {
+                    choice_name(&r, dt, size)
+                } else if coll == Coll::SendRecv {
+                    "p2p".to_string()
+                } else {
+                    "lsa".to_string()
+                },
+                t * 1e6,
+                algbw,
+                algbw * harness::bus_factor(coll, ranks),
+                tc * 1e6,
+                alg_rate,
+                copy_rate,
+                alg_rate / copy_rate
+            );
+        }
         bytes = bytes.saturating_mul(step.max(2));
     }
     Ok(())
@@ -555,6 +645,7 @@ fn main() -> ExitCode {
         Cmd::Demo { ranks, backend } => demo(ranks, backend),
         Cmd::Check(a) => check(&a),
         Cmd::Perf(a) => perf(&a),
+        Cmd::Tuner(a) => tuner_table(&a),
         Cmd::Info => {
             info();
             Ok(())

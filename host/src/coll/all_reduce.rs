@@ -1,7 +1,18 @@
-//! All-reduce (`ncclAllReduce`): see `oxccl_device::coll::all_reduce` for the algorithms.
+//! All-reduce (`ncclAllReduce`): see `oxccl_device::coll::all_reduce` for the load/store
+//! algorithms and `oxccl_device::coll::all_reduce_ll` for the LL protocol; the tuner
+//! (`super::tuner`) picks one per call. LL needs no staging on communicators spanning
+//! processes (peers write into each other's inboxes, which live in the shared segments), so
+//! their small all-reduces run through it directly.
 
-use oxccl_device::abi::{fingerprint, AllReduceArgs, DataType, Header, COLL_ALL_REDUCE};
+use std::sync::atomic::Ordering;
 
+use oxccl_device::abi::{
+    fingerprint, AllReduceArgs, DataType, Header, ALGO_LL, COLL_ALL_REDUCE, LL_FLAG_RESET,
+};
+use oxccl_device::prims::layout::ll_lines;
+use oxccl_device::prims::ll::generation_of;
+
+use super::tuner::{Algo, Proto};
 use super::Op;
 use crate::backend::Stream;
 use crate::buffer::DeviceBuffer;
@@ -66,18 +77,98 @@ impl Comm {
         if send == 0 || recv == 0 {
             return Err(self.invalid(OP, "null buffer address".into()));
         }
-        self.bytes_of(OP, count, dtype, 1)?;
-        if self.staging().is_some() {
-            let fp = fingerprint(
-                COLL_ALL_REDUCE,
-                count as u64,
-                dtype as u32,
-                op.red_op() as u32,
-                u32::MAX,
-            );
-            return self.all_reduce_staged(send, recv, count, dtype, op, fp, stream);
+        let bytes = self.bytes_of(OP, count, dtype, 1)?;
+        let choice = self.tune(COLL_ALL_REDUCE, dtype, bytes as u64)?;
+        tracing::trace!(target: "oxccl::coll", %choice, "tuner");
+        match (choice.algo, choice.proto) {
+            (_, Proto::Ll) => self.all_reduce_ll(send, recv, count, dtype, op, stream),
+            (Algo::Staged, Proto::Simple) => {
+                let fp = fingerprint(
+                    COLL_ALL_REDUCE,
+                    count as u64,
+                    dtype as u32,
+                    op.red_op() as u32,
+                    u32::MAX,
+                );
+                self.all_reduce_staged(send, recv, count, dtype, op, fp, stream)
+            }
+            (Algo::Direct, Proto::Simple) => {
+                if self.spans_processes() {
+                    return Err(self.invalid(
+                        OP,
+                        "direct/simple cannot reach buffers of ranks in other processes".into(),
+                    ));
+                }
+                self.all_reduce_direct(send, recv, count, dtype, op, None, None, stream)
+            }
         }
-        self.all_reduce_direct(send, recv, count, dtype, op, None, None, stream)
+    }
+
+    /// The all-reduce by the LL protocol: one LL operation per `ll_capacity` bytes (a call
+    /// larger than the region runs as several, each its own operation with its own epoch,
+    /// parity and fingerprint, so a piece never overruns a peer's slot).
+    ///
+    /// # Safety
+    /// As [`Comm::all_reduce_raw`]; `count > 0`.
+    pub(crate) unsafe fn all_reduce_ll(
+        &self,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: DataType,
+        op: Op,
+        stream: &Stream,
+    ) -> Result<()> {
+        let size = dtype.size();
+        let cap = self.config().ll_capacity();
+        // The capacity is a multiple of 8, every element size divides 8.
+        let per = (cap / size).max(1);
+        let call_fp = fingerprint(
+            COLL_ALL_REDUCE,
+            count as u64,
+            dtype as u32,
+            op.red_op() as u32,
+            ALGO_LL,
+        );
+        let pieces = count.div_ceil(per);
+        for j in 0..pieces {
+            let off = j * per;
+            let k = per.min(count - off);
+            let fp = if pieces == 1 {
+                call_fp
+            } else {
+                fingerprint(u32::MAX, call_fp, j as u32, (j as u64 >> 32) as u32, ALGO_LL)
+            };
+            let at = (off * size) as u64;
+            let epoch = self.next_epoch(OP);
+            let generation = generation_of(epoch);
+            let reset = self.ll_generation.swap(generation, Ordering::Relaxed) != generation;
+            let args = AllReduceArgs {
+                header: Header::of::<AllReduceArgs>(),
+                comm: self.args(),
+                send: send + at,
+                recv: recv + at,
+                count: k as u64,
+                dtype: dtype as u32,
+                op: op.red_op() as u32,
+                algo: ALGO_LL,
+                _pad: 0,
+                epoch,
+                scalar: match op {
+                    Op::PreMulSum { scalar_bits } => scalar_bits,
+                    _ => 0,
+                },
+                fingerprint: fp,
+                ll_lines: ll_lines(cap) as u32,
+                ll_flags: if reset { LL_FLAG_RESET } else { 0 },
+                local_send: 0,
+                local_recv: 0,
+            };
+            let grid = self.ll_grid((k * size) as u64, dtype);
+            tracing::trace!(target: "oxccl::coll", ?grid, epoch, piece = j, reset, "launch all_reduce (ll)");
+            self.group.backend.launch_all_reduce(stream, grid, &args)?;
+        }
+        Ok(())
     }
 
     /// Launch the all-reduce kernel on `send` and `recv` as they are (the addresses peers
@@ -128,6 +219,8 @@ impl Comm {
                 _ => 0,
             },
             fingerprint: fp,
+            ll_lines: 0,
+            ll_flags: 0,
             local_send: local.map_or(0, |l| l.0),
             local_recv: local.map_or(0, |l| l.1),
         };

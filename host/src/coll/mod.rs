@@ -22,12 +22,14 @@ mod reduce;
 mod reduce_scatter;
 mod scatter;
 mod staged;
+pub mod tuner;
 
 pub(crate) use staged::Staging;
 
 use oxccl_device::abi::{
-    DataType, RedOp, ALGO_ONE_SHOT, ALGO_TWO_SHOT, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_REDUCE,
-    COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
+    DataType, RedOp, ALGO_LL, ALGO_ONE_SHOT, ALGO_TWO_SHOT, COLL_ALL_GATHER, COLL_ALL_GATHER_V,
+    COLL_ALL_REDUCE, COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER,
+    COLL_SCATTER,
 };
 
 use crate::backend::{CollKernel, Grid};
@@ -88,14 +90,56 @@ impl Op {
 const GPU_BYTES_PER_BLOCK: u64 = 64 * 1024;
 
 impl Comm {
-    /// The algorithm for `bytes` per rank (identical on every rank: depends only on the
-    /// size, the rank count and settings).
+    /// The variant of the direct Simple all-reduce for `bytes` per rank (identical on every
+    /// rank: depends only on the size and settings): one-shot up to
+    /// `OXCCL_ONESHOT_MAX_BYTES`, else two-shot, unless `NCCL_ALGO` forces one.
     pub fn choose_algo(&self, bytes: u64) -> u32 {
-        crate::settings::algo_override().unwrap_or(if bytes <= crate::settings::oneshot_max_bytes() {
-            ALGO_ONE_SHOT
-        } else {
-            ALGO_TWO_SHOT
-        })
+        self.tuning().direct_variant(COLL_ALL_REDUCE).unwrap_or(
+            if bytes <= crate::settings::oneshot_max_bytes() {
+                ALGO_ONE_SHOT
+            } else {
+                ALGO_TWO_SHOT
+            },
+        )
+    }
+
+    /// The sizes the tuner works with on this communicator.
+    pub fn thresholds(&self) -> tuner::Thresholds {
+        tuner::Thresholds::from_settings(self.config().ll_capacity() as u64)
+    }
+
+    /// The tuner's algorithm and protocol for collective `coll` (a `COLL_*` id) of `bytes`
+    /// per rank of `dtype` on this communicator, under the overrides in force
+    /// ([`Comm::set_tuning`]); an error names the call and the rank when the overrides leave
+    /// nothing.
+    pub fn tune(&self, coll: u32, dtype: DataType, bytes: u64) -> Result<tuner::Choice, Error> {
+        let call = tuner::Call {
+            coll,
+            elem_size: dtype.size(),
+            bytes,
+            nranks: self.count(),
+            spanning: self.spans_processes(),
+        };
+        tuner::choose(&call, &self.thresholds(), &self.tuning()).map_err(|m| self.invalid(coll_name(coll), m))
+    }
+
+    /// The launch grid of the LL all-reduce for `bytes` per rank (identical on every rank):
+    /// one 8-byte line per thread where the device holds that many blocks at once.
+    pub fn ll_grid(&self, bytes: u64, dtype: DataType) -> Grid {
+        let b = &self.group.backend;
+        let mut max = b.max_blocks_per_rank(self.group.ranks_per_device, dtype);
+        let cap = crate::settings::max_blocks();
+        if cap > 0 {
+            max = max.min(cap);
+        }
+        let threads = b.block_threads();
+        let blocks = match b.kind() {
+            crate::backend::BackendKind::Cpu => max,
+            crate::backend::BackendKind::Gpu => {
+                (bytes.div_ceil(8).div_ceil(threads as u64) as u32).clamp(1, max.max(1))
+            }
+        };
+        Grid { blocks, threads }
     }
 
     /// The launch grid of the all-reduce for `bytes` per rank (identical on every rank).
@@ -170,8 +214,12 @@ pub fn all_reduce_bus_factor(nranks: usize) -> f64 {
     }
 }
 
-/// The all-reduce algorithms and their names.
-pub const ALGORITHMS: [(u32, &str); 2] = [(ALGO_ONE_SHOT, "one-shot"), (ALGO_TWO_SHOT, "two-shot")];
+/// The all-reduce kernels' algorithm ids and their names.
+pub const ALGORITHMS: [(u32, &str); 3] = [
+    (ALGO_ONE_SHOT, "one-shot"),
+    (ALGO_TWO_SHOT, "two-shot"),
+    (ALGO_LL, "ll"),
+];
 
 /// Name of an algorithm id.
 pub fn algo_name(algo: u32) -> &'static str {

@@ -354,7 +354,8 @@ impl Comm {
             // of R: one-shot peers read all of it and write nothing here; two-shot peers
             // read and write everything but this rank's own chunk, which its kernel reads
             // from and writes to the user buffers directly.
-            let own = if self.choose_algo((k * es) as u64) == ALGO_ONE_SHOT {
+            let algo = self.choose_algo((k * es) as u64);
+            let own = if algo == ALGO_ONE_SHOT {
                 None
             } else {
                 let (lo, hi) = two_shot_range(k as u64, self.count(), self.rank(), es as u64);
@@ -368,7 +369,9 @@ impl Comm {
                 k,
                 dtype,
                 op,
-                Some(piece_fp(fp, j)),
+                // The algorithm is in the fingerprint: ranks whose overrides differ would
+                // copy different parts.
+                Some(fingerprint(u32::MAX, piece_fp(fp, j), algo, 0, 0x5748)),
                 Some((ps, pr)),
                 stream,
             )?;

@@ -22,9 +22,9 @@ use crate::backend::{self, Backend, BackendKind};
 use crate::bootstrap::{self, Bootstrap, UniqueId};
 use crate::error::{Error, Result};
 
-/// What each rank publishes at init: 32 bytes, little-endian
+/// What each rank publishes at init: 40 bytes, little-endian
 /// `{process token: u64, inbox address: u64, device: u32, backend: u8, pad: [u8; 3],
-/// staging bytes: u64}`.
+/// staging bytes: u64, LL capacity: u64}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PeerInfo {
     process: u64,
@@ -32,9 +32,10 @@ struct PeerInfo {
     device: u32,
     backend: u8,
     staging: u64,
+    ll_max: u64,
 }
 
-const PEER_INFO_BYTES: usize = 32;
+const PEER_INFO_BYTES: usize = 40;
 
 impl PeerInfo {
     fn to_bytes(self) -> [u8; PEER_INFO_BYTES] {
@@ -44,6 +45,7 @@ impl PeerInfo {
         b[16..20].copy_from_slice(&self.device.to_le_bytes());
         b[20] = self.backend;
         b[24..32].copy_from_slice(&self.staging.to_le_bytes());
+        b[32..40].copy_from_slice(&self.ll_max.to_le_bytes());
         b
     }
 
@@ -57,6 +59,7 @@ impl PeerInfo {
             device: u32::from_le_bytes(b[16..20].try_into().ok()?),
             backend: b[20],
             staging: u64::from_le_bytes(b[24..32].try_into().ok()?),
+            ll_max: u64::from_le_bytes(b[32..40].try_into().ok()?),
         })
     }
 }
@@ -110,6 +113,8 @@ impl Comm {
         }
         let _span = tracing::info_span!(target: "oxccl::init", "init_rank", rank, nranks).entered();
         let n = nranks as usize;
+        let tuning = config.overrides()?;
+        let ll = config.ll_capacity();
         let abort = backend.alloc_mapped(device, 64)?;
         // From here on, `group` frees whatever was allocated if a step fails.
         let mut group = Group {
@@ -119,6 +124,7 @@ impl Comm {
             abort,
             ranks_per_device: 1,
             config,
+            tuning,
         };
         group.ranks.insert(
             rank,
@@ -132,7 +138,7 @@ impl Comm {
                 staging: None,
             },
         );
-        let inbox = backend.alloc(device, inbox_bytes(nranks))?;
+        let inbox = backend.alloc(device, inbox_bytes(nranks, ll))?;
         group.ranks.entry(rank).and_modify(|r| r.inbox = inbox);
         let table = backend.alloc(device, table_bytes(nranks))?;
         group.ranks.entry(rank).and_modify(|r| r.table = table);
@@ -144,6 +150,7 @@ impl Comm {
             device: device as u32,
             backend: backend_code(backend.kind()),
             staging: group.config.staging_bytes as u64,
+            ll_max: ll as u64,
         };
         let deadline = std::time::Instant::now() + boot.timeout.max(std::time::Duration::from_millis(1));
         let bootstrap_timeout = boot.timeout;
@@ -168,6 +175,16 @@ impl Comm {
                 what: format!(
                     "ranks {other_backend:?} use another backend than this rank's {}",
                     backend.kind()
+                ),
+            });
+        }
+        let other_ll: Vec<usize> = (0..n).filter(|&q| peers[q].ll_max != info.ll_max).collect();
+        if !other_ll.is_empty() {
+            return Err(Error::Unreachable {
+                rank,
+                what: format!(
+                    "ranks {other_ll:?} use other LL capacities than this rank's {} bytes (OXCCL_LL_MAX_BYTES must be equal on every rank)",
+                    info.ll_max
                 ),
             });
         }
@@ -208,6 +225,7 @@ impl Comm {
                 rank,
                 device,
                 &process,
+                ll,
                 group.config.staging_bytes,
                 deadline,
             )?;
@@ -217,7 +235,7 @@ impl Comm {
                 .ok_or_else(|| Error::Init("rank resources vanished".into()))?;
             // SAFETY: the plain inbox was published but no kernel ever ran on it; peers use the
             // segment's (its address is in their tables).
-            unsafe { backend.free(device, me.inbox, inbox_bytes(nranks)) };
+            unsafe { backend.free(device, me.inbox, inbox_bytes(nranks, ll)) };
             me.inbox = conn.seg.dev;
             me.seg = Some(conn.seg);
             me.imports = conn.imports;
@@ -255,8 +273,9 @@ mod tests {
             device: 3,
             backend: 1,
             staging: 1 << 25,
+            ll_max: 1 << 16,
         };
         assert_eq!(PeerInfo::from_bytes(&p.to_bytes()), Some(p));
-        assert_eq!(PeerInfo::from_bytes(&[0u8; 31]), None);
+        assert_eq!(PeerInfo::from_bytes(&[0u8; 39]), None);
     }
 }

@@ -38,6 +38,15 @@ pub struct Config {
     /// background (false, the handle reports [`Error::InProgress`] until done). Collectives
     /// are stream-ordered either way. `init_all`, `init_rank` and `split` always block.
     pub blocking: bool,
+    /// LL capacity: bytes per rank one LL all-reduce carries (`OXCCL_LL_MAX_BYTES`; rounded
+    /// up to 8, at most `settings::LL_MAX_BYTES_LIMIT`; must be equal on every rank). Each
+    /// inbox holds `4 * nranks * ll_max_bytes` bytes of LL lines.
+    pub ll_max_bytes: usize,
+    /// Allowed algorithms, `NCCL_ALGO` syntax (default: the environment's); see
+    /// `crate::coll::tuner`. Invalid values fail communicator creation.
+    pub algo: Option<String>,
+    /// Allowed protocols, `NCCL_PROTO` syntax (default: the environment's).
+    pub proto: Option<String>,
 }
 
 impl Default for Config {
@@ -46,7 +55,33 @@ impl Default for Config {
             timeout_ns: crate::settings::timeout_ns(),
             staging_bytes: crate::settings::staging_bytes(),
             blocking: crate::settings::comm_blocking(),
+            ll_max_bytes: crate::settings::ll_max_bytes(),
+            algo: crate::settings::algo_env(),
+            proto: crate::settings::proto_env(),
         }
+    }
+}
+
+impl Config {
+    /// The LL capacity as used (see [`Config::ll_max_bytes`]).
+    pub fn ll_capacity(&self) -> usize {
+        crate::settings::ll_capacity(self.ll_max_bytes)
+    }
+
+    /// The parsed algorithm and protocol overrides, or an error naming the setting.
+    pub fn overrides(&self) -> Result<crate::coll::tuner::Overrides> {
+        crate::coll::tuner::Overrides::parse(self.algo.as_deref(), self.proto.as_deref()).map_err(
+            |(setting, what)| Error::InvalidSetting {
+                setting,
+                value: if setting == "NCCL_ALGO" {
+                    self.algo.clone()
+                } else {
+                    self.proto.clone()
+                }
+                .unwrap_or_default(),
+                what,
+            },
+        )
     }
 }
 
@@ -91,11 +126,14 @@ pub(crate) struct Group {
     /// Most ranks placed on one device (limits blocks per rank).
     pub ranks_per_device: usize,
     pub config: Config,
+    /// `config`'s algorithm and protocol overrides, parsed (the ranks' starting tuning).
+    pub tuning: crate::coll::tuner::Overrides,
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
         let n = self.nranks;
+        let ll = self.config.ll_capacity();
         for r in self.ranks.values_mut() {
             // SAFETY: allocated with these sizes (0 = never allocated, after a failed init);
             // ranks synchronize their streams before dropping their communicators.
@@ -106,7 +144,7 @@ impl Drop for Group {
                 if let Some(seg) = r.seg.take() {
                     self.backend.free_shared(seg);
                 } else if r.inbox != 0 {
-                    self.backend.free(r.device, r.inbox, inbox_bytes(n));
+                    self.backend.free(r.device, r.inbox, inbox_bytes(n, ll));
                 }
                 if r.table != 0 {
                     self.backend.free(r.device, r.table, table_bytes(n));
@@ -143,6 +181,11 @@ pub struct Comm {
     /// Send/recv state (sequence numbers, launches), shared with operations pending in
     /// groups (`crate::group`).
     pub(crate) p2p: Arc<crate::p2p::P2pState>,
+    /// The algorithm and protocol overrides in force ([`Comm::set_tuning`]).
+    tuning: std::sync::RwLock<Arc<crate::coll::tuner::Overrides>>,
+    /// The LL flag generation this rank's LL region was last cleared for
+    /// (`oxccl_device::prims::ll`): fresh memory is generation 0's.
+    pub(crate) ll_generation: AtomicU64,
 }
 
 /// How many launched operations a [`Comm`] remembers for error messages.
@@ -184,7 +227,6 @@ impl Comm {
         ));
         Comm {
             p2p,
-            group,
             rank,
             nranks,
             epoch: AtomicU64::new(0),
@@ -192,7 +234,38 @@ impl Comm {
             control: Arc::new(control),
             finalized: AtomicBool::new(false),
             streams: StreamRegistry::default(),
+            tuning: std::sync::RwLock::new(Arc::new(group.tuning.clone())),
+            ll_generation: AtomicU64::new(0),
+            group,
         }
+    }
+
+    /// Replace the algorithm and protocol overrides of this rank (`NCCL_ALGO` /
+    /// `NCCL_PROTO` syntax, `None` = allow every one); every rank of the communicator must
+    /// set the same ones before its next collective, or ranks choose differently (reported
+    /// as a mismatch, or a timeout). Invalid values are an error and change nothing.
+    pub fn set_tuning(&self, algo: Option<&str>, proto: Option<&str>) -> Result<()> {
+        let cfg = Config {
+            algo: algo.map(str::to_string),
+            proto: proto.map(str::to_string),
+            ..self.group.config.clone()
+        };
+        let o = cfg.overrides()?;
+        *self.tuning.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(o);
+        Ok(())
+    }
+
+    /// The overrides in force.
+    pub fn tuning(&self) -> Arc<crate::coll::tuner::Overrides> {
+        self.tuning.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Advance this rank's operation counter by `ops` operations without running any (every
+    /// rank of the communicator must do the same between the same collectives). For tests of
+    /// the LL flag generations, which change once every 2^31 operations.
+    #[doc(hidden)]
+    pub fn skip_operations(&self, ops: u64) {
+        self.epoch.fetch_add(2 * ops, Ordering::Relaxed);
     }
 
     /// All ranks of a new communicator in this process, rank `i` on `devices[i]`, on the
@@ -241,12 +314,14 @@ impl Comm {
         let _span =
             tracing::info_span!(target: "oxccl::init", "init_all", nranks = n, backend = %backend.kind())
                 .entered();
+        let tuning = config.overrides()?;
+        let ll = config.ll_capacity();
         let mut ranks = Vec::with_capacity(n);
         let undo = |ranks: &Vec<RankRes>| {
             for r in ranks {
                 // SAFETY: freshly allocated, unused.
                 unsafe {
-                    backend.free(r.device, r.inbox, inbox_bytes(n as u32));
+                    backend.free(r.device, r.inbox, inbox_bytes(n as u32, ll));
                     backend.free(r.device, r.table, table_bytes(n as u32));
                     backend.free(r.device, r.error, std::mem::size_of::<ErrorRecord>());
                 }
@@ -256,7 +331,7 @@ impl Comm {
             let res = (|| -> Result<RankRes> {
                 Ok(RankRes {
                     device,
-                    inbox: backend.alloc(device, inbox_bytes(n as u32))?,
+                    inbox: backend.alloc(device, inbox_bytes(n as u32, ll))?,
                     table: backend.alloc(device, table_bytes(n as u32))?,
                     error: backend.alloc(device, std::mem::size_of::<ErrorRecord>())?,
                     seg: None,
@@ -309,6 +384,7 @@ impl Comm {
             abort,
             ranks_per_device: per_dev.values().copied().max().unwrap_or(1),
             config,
+            tuning,
         });
         tracing::info!(target: "oxccl::init", nranks = n, ranks_per_device = group.ranks_per_device, "communicator ready");
         let rdv = Arc::new(Rendezvous::new(n as u32, AbortFlag::new()));

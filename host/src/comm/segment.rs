@@ -38,10 +38,11 @@ pub(crate) struct SegLayout {
 }
 
 impl SegLayout {
-    /// The layout for `nranks` ranks and staging halves of `half` bytes (rounded up to 4 KiB).
-    pub fn new(nranks: u32, half: usize) -> Self {
+    /// The layout for `nranks` ranks, an LL capacity of `ll_max` bytes and staging halves of
+    /// `half` bytes (rounded up to 4 KiB).
+    pub fn new(nranks: u32, ll_max: usize, half: usize) -> Self {
         let half = half.div_ceil(4096) * 4096;
-        let send = inbox_bytes(nranks).div_ceil(4096) * 4096;
+        let send = inbox_bytes(nranks, ll_max).div_ceil(4096) * 4096;
         SegLayout {
             send,
             recv: send + half,
@@ -72,12 +73,13 @@ pub(crate) fn connect(
     rank: u32,
     device: usize,
     process: &[u64],
+    ll_max: usize,
     half: usize,
     deadline: Instant,
 ) -> Result<Connected> {
     let n = process.len() as u32;
     let me = rank as usize;
-    let layout = SegLayout::new(n, half);
+    let layout = SegLayout::new(n, ll_max, half);
     let seg = backend.alloc_shared(device, layout.total)?;
     let result = (|| {
         let fd = seg
@@ -112,7 +114,7 @@ pub(crate) fn connect(
                     q as u32,
                     "segment exchange",
                     format!(
-                        "its segment holds {bytes} bytes, this rank needs {} (OXCCL_STAGING_BYTES differs between ranks?)",
+                        "its segment holds {bytes} bytes, this rank needs {} (OXCCL_STAGING_BYTES or OXCCL_LL_MAX_BYTES differs between ranks?)",
                         layout.total
                     ),
                 ));
@@ -185,8 +187,8 @@ mod tests {
     #[test]
     fn layout_keeps_regions_apart_and_aligned() {
         for n in [1, 2, 3, 8, 64] {
-            let l = SegLayout::new(n, 5000);
-            assert!(l.send >= inbox_bytes(n));
+            let l = SegLayout::new(n, 65536, 5000);
+            assert!(l.send >= inbox_bytes(n, 65536));
             assert_eq!(l.half, 8192);
             assert_eq!(l.send % 4096, 0);
             assert_eq!(l.recv, l.send + l.half);
