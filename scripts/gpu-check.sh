@@ -9,7 +9,8 @@
 # The device tool's usage (see benches/results/*.md for recorded runs):
 #   scripts/gpu-check.sh bundle && device run --carry bundle -- scripts/gpu-check.sh run
 #
-# Environment for `run`: QUICK=1 runs a reduced matrix; STEPS picks step groups (default
+# Environment for `run`: QUICK=1 runs a reduced matrix; PROCS_LARGE sets the large size of the
+# process run (default 64M bytes per rank); STEPS picks step groups (default
 # "matrix ll procs table"): matrix = every collective in one process (ranks 1..8 on the GPU);
 # ll = the LL all-reduce against Simple (correctness to and past the LL capacity, then LL vs
 # Simple timing from 1 KiB to 64 KiB on 2 and 8 ranks);
@@ -29,7 +30,7 @@ bundle)
     cargo build --release -p oxccl
     rm -rf bundle && mkdir -p bundle
     cp target/release/oxccl bundle/
-    cp ptx/oxccl.ptx bundle/
+    # (no PTX copy: the binary embeds the PTX and the cubin)
     git rev-parse HEAD > bundle/COMMIT 2>/dev/null || echo unknown > bundle/COMMIT
     git diff --quiet 2>/dev/null || echo "(+ uncommitted changes)" >> bundle/COMMIT
     echo "bundle/ ready: $(du -sh bundle | cut -f1) ($(cat bundle/COMMIT | tr '\n' ' '))"
@@ -89,7 +90,7 @@ run)
         nvidia-cuda-mps-control -d && echo "mps daemon started" | tee -a "$log"
         step procs-check "$bin" check --backend gpu --procs --ranks 2,4,8 \
             --counts 0,1,7,4099,65537,1000003 --dtypes f32,bf16,i8,f64 --ops sum,max,premulsum
-        step procs-large "$bin" check --backend gpu --procs --bytes --ranks 2,8 --dtypes bf16 --ops sum --counts 64M
+        step procs-large "$bin" check --backend gpu --procs --bytes --ranks 2,8 --dtypes bf16 --ops sum --counts ${PROCS_LARGE:-64M}
         step procs-perf-f32 "$bin" perf --backend gpu --procs --ranks 2 --dtype f32 --op sum --min 16M --max 128M --step 8
         step procs-perf-8 "$bin" perf --backend gpu --procs --ranks 8 --dtype bf16 --op sum --min 1K --max 256M --step 16
         # (NCCL 2.28.9, torch's, refuses ranks sharing a GPU: "Duplicate GPU detected";

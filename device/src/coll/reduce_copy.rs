@@ -153,6 +153,31 @@ pub unsafe fn reduce_copy<T: Elem, O: Reduce<T>>(
     if srcs.all_aligned(lo * size) && dsts.all_aligned(lo * size) {
         let nvec = (hi - lo) / vec;
         let mut k = gt;
+        if srcs.n == 1 {
+            // One source (the copies of broadcast, all-gather, scatter, send/recv): a
+            // single load per vector would leave one load in flight per thread, so four
+            // vectors are loaded before any is stored (stores fan out to every destination).
+            while k + 3 * nt < nvec {
+                let o0 = (lo + k * vec) * size;
+                let o1 = (lo + (k + nt) * vec) * size;
+                let o2 = (lo + (k + 2 * nt) * vec) * size;
+                let o3 = (lo + (k + 3 * nt) * vec) * size;
+                let base = srcs.first[0];
+                let v0 = arch::load_v4((base + o0) as *const [u32; 4]);
+                let v1 = arch::load_v4((base + o1) as *const [u32; 4]);
+                let v2 = arch::load_v4((base + o2) as *const [u32; 4]);
+                let v3 = arch::load_v4((base + o3) as *const [u32; 4]);
+                let (v0, v1) = (single_vector::<T, O>(op, v0), single_vector::<T, O>(op, v1));
+                let (v2, v3) = (single_vector::<T, O>(op, v2), single_vector::<T, O>(op, v3));
+                dsts.for_each_from(0, |a| {
+                    arch::store_v4((a + o0) as *mut [u32; 4], v0);
+                    arch::store_v4((a + o1) as *mut [u32; 4], v1);
+                    arch::store_v4((a + o2) as *mut [u32; 4], v2);
+                    arch::store_v4((a + o3) as *mut [u32; 4], v3);
+                });
+                k += 4 * nt;
+            }
+        }
         while k < nvec {
             let off = (lo + k * vec) * size;
             let out = reduce_vector::<T, O>(op, srcs, off);
@@ -170,6 +195,19 @@ pub unsafe fn reduce_copy<T: Elem, O: Reduce<T>>(
         dsts.for_each_from(0, |a| T::store((a + off) as *mut T, out));
         i += nt;
     }
+}
+
+/// The operator applied to the lanes of one vector of a single source (identity for most
+/// operators; PreMulSum still scales).
+#[inline(always)]
+fn single_vector<T: Elem, O: Reduce<T>>(op: &O, v: [u32; 4]) -> [u32; 4] {
+    let mut out = [0u32; 4];
+    let mut l = 0;
+    while l < lanes::<T>() {
+        set_lane::<T>(&mut out, l, op.finish(op.first(get_lane(&v, l))));
+        l += 1;
+    }
+    out
 }
 
 /// One 16-byte vector at byte offset `off`, reduced over all sources.
