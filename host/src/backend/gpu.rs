@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
 use oxccl_device::abi::{AllReduceArgs, CollArgs, DataType, P2pArgs, ALGO_LL};
-use oxccl_device::kernels::{all_reduce_kernel_name, all_reduce_ll_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL};
+use oxccl_device::kernels::{
+    all_reduce_kernel_name, all_reduce_ll_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL,
+};
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
 use crate::error::{Error, Result};
