@@ -19,6 +19,7 @@
 extern crate std;
 
 pub mod abi;
+pub mod api;
 pub mod arch;
 pub mod coll;
 pub mod exec;
