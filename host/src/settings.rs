@@ -73,7 +73,7 @@ pub const SETTINGS: &[Setting] = &[
     },
     Setting {
         name: "OXCCL_STAGING_BYTES",
-        default: "33554432",
+        default: "134217728",
         help: "communicators spanning processes: bytes of each of a rank's two staging buffers (must be equal on every rank)",
     },
     Setting {

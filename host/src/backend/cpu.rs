@@ -234,6 +234,15 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn fill_async(&self, stream: &Stream, dst: u64, value: u8, bytes: usize) -> Result<()> {
+        cpu_stream(stream).enqueue(Box::new(move || {
+            // SAFETY: stream-ordered fill of a live allocation (caller contract).
+            unsafe { std::ptr::write_bytes(dst as *mut u8, value, bytes) };
+            Ok(())
+        }));
+        Ok(())
+    }
+
     fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()> {
         let args = *args;
         cpu_stream(stream).enqueue(Box::new(move || {

@@ -440,6 +440,20 @@ impl Backend for GpuBackend {
             .map_err(err("cuMemcpyDtoDAsync", s.device as i32))
     }
 
+    fn fill_async(&self, stream: &Stream, dst: u64, value: u8, bytes: usize) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        self.device(s.device)?;
+        let r = if dst.is_multiple_of(4) && bytes.is_multiple_of(4) {
+            let word = u32::from_ne_bytes([value; 4]);
+            // SAFETY: a live allocation of `bytes` (caller contract), stream-ordered.
+            unsafe { sys::cuMemsetD32Async(dst, word, bytes / 4, s.raw()) }
+        } else {
+            // SAFETY: as above.
+            unsafe { sys::cuMemsetD8Async(dst, value, bytes, s.raw()) }
+        };
+        r.result().map_err(err("cuMemsetAsync", s.device as i32))
+    }
+
     fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()> {
         let s = gpu_stream(stream)?;
         let st = self.device(s.device)?;

@@ -129,6 +129,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn synchronize(&self, stream: &Stream) -> Result<()>;
     /// Enqueue a device-to-device copy on `stream`.
     fn copy_async(&self, stream: &Stream, dst: u64, src: u64, bytes: usize) -> Result<()>;
+    /// Enqueue a fill of `bytes` bytes at `dst` with `value` on `stream` (device memory
+    /// writes only: the write-bandwidth reference of `oxccl perf --write-ref`).
+    fn fill_async(&self, stream: &Stream, dst: u64, value: u8, bytes: usize) -> Result<()>;
     /// Enqueue an all-reduce kernel on `stream`: the LL kernel when `args.algo` is `ALGO_LL`,
     /// else the load/store one.
     fn launch_all_reduce(&self, stream: &Stream, grid: Grid, args: &AllReduceArgs) -> Result<()>;

@@ -117,6 +117,10 @@ struct PerfArgs {
     /// `NCCL_ALGO` value (default: the environment's).
     #[arg(long)]
     pub algo: Option<String>,
+    /// Also time a write-only fill of the same bytes per rank (memset) and print its rate
+    /// and the algorithm's rate against it (the ceiling of collectives that mostly write).
+    #[arg(long)]
+    pub write_ref: bool,
 }
 
 #[derive(Args)]
@@ -564,6 +568,9 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
         "copy GB/s",
         "ratio"
     );
+    if a.write_ref {
+        println!("(each row is followed by the write-only reference: a fill of the same bytes per rank, its rate, and alg GB/s against it)");
+    }
     let per_rank = if coll.is_blocked() { ranks } else { 1 };
     let mut bytes = lo.max(dt.size() * per_rank);
     while bytes <= hi {
@@ -612,6 +619,23 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 copy_rate,
                 alg_rate / copy_rate
             );
+            if a.write_ref {
+                let tf = harness::time_fill(&r, size, iters, reps).map_err(|e| e.to_string())?;
+                let fill_rate = size as f64 / tf / 1e9;
+                println!(
+                    "{:>8} {:>11} {:>26} {:>10} {:>10} {:>10} {:>10.2} {:>11} {:>11.1} {:>6.3}",
+                    "",
+                    "",
+                    "write-only fill",
+                    "",
+                    "",
+                    "",
+                    tf * 1e6,
+                    "",
+                    fill_rate,
+                    alg_rate / fill_rate
+                );
+            }
         }
         bytes = bytes.saturating_mul(step.max(2));
     }

@@ -240,6 +240,29 @@ pub fn time_copy(ranks: &Ranks, bytes: usize, iters: usize, reps: usize) -> Resu
     Ok(times[times.len() / 2])
 }
 
+/// Median time (seconds) of filling `bytes` of device memory on rank 0's device (writes
+/// only; the write-bandwidth reference of `oxccl perf --write-ref`).
+pub fn time_fill(ranks: &Ranks, bytes: usize, iters: usize, reps: usize) -> Result<f64> {
+    let c = &ranks.comms[0];
+    let b = c.backend();
+    let dst = DeviceBuffer::alloc(b, c.device(), bytes)?;
+    let s = &ranks.streams[0];
+    b.fill_async(s, dst.ptr(), 0x5a, bytes)?;
+    b.synchronize(s)?;
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        let a = b.record(s)?;
+        for _ in 0..iters {
+            b.fill_async(s, dst.ptr(), 0x5a, bytes)?;
+        }
+        let e = b.record(s)?;
+        times.push(b.elapsed(&a, &e)? / iters as f64);
+    }
+    b.synchronize(s)?;
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok(times[times.len() / 2])
+}
+
 /// Parse sizes like `8`, `4K`, `16M`, `1G` (bytes, binary units).
 pub fn parse_size(s: &str) -> Option<usize> {
     let s = s.trim();
