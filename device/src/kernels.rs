@@ -64,6 +64,9 @@ pub const REDUCE_COLL_KERNELS: [&str; 12] = [
     "oxccl_reduce_coll_f8e5m2",
 ];
 
+/// PTX entry name of the kernel that does nothing (the floor of launch-time measurements).
+pub const EMPTY_KERNEL: &str = "oxccl_empty";
+
 /// PTX entry name of the send/recv kernel (one group launch of one rank, any data type).
 pub const P2P_KERNEL: &str = "oxccl_p2p";
 
@@ -272,6 +275,12 @@ mod gpu {
     pub unsafe extern "ptx-kernel" fn oxccl_copy_coll(args: CollArgs) {
         copy_coll(&ExecCtx::current(), &args)
     }
+
+    /// A kernel that does nothing: the host launches it in place of every kernel of an
+    /// operation to measure the launch (or graph replay) floor with the same kernels per
+    /// operation and the same streams (the parameters the driver passes are not read).
+    #[no_mangle]
+    pub unsafe extern "ptx-kernel" fn oxccl_empty() {}
 
     /// Send/recv kernel entry: this rank's operations of one group launch.
     #[no_mangle]

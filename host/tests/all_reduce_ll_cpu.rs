@@ -221,7 +221,7 @@ fn flag_generation_change_clears_stale_lines() {
     // The first operation used epoch base 0 (flag 1, parity 0); jump so that the next one has
     // base 2^32: flag 1 and parity 0 again, in generation 1.
     for c in &r.comms {
-        c.skip_operations((1u64 << 31) - 1);
+        c.skip_operations((1u64 << 31) - 1).unwrap();
     }
     let op = verify::test_op(dt, RedOp::Sum);
     let ins = inputs(dt, count, 9, 2);

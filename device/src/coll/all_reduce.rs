@@ -48,6 +48,16 @@ pub const fn two_shot_range(count: u64, n: u32, rank: u32, elem_bytes: u64) -> (
 /// `a` must describe valid buffers of `count` elements on every rank and a valid comm.
 #[inline(always)]
 pub unsafe fn all_reduce<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
+    let base = crate::prims::epoch::begin(ctx, &a.comm);
+    let mut at = *a;
+    at.epoch = base;
+    all_reduce_at::<T>(ctx, &at);
+    crate::prims::epoch::end(ctx, &a.comm, base);
+}
+
+/// The body of [`all_reduce`], on the epoch base the device keeps (`crate::prims::epoch`).
+#[inline(always)]
+unsafe fn all_reduce_at<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
     match RedOp::from_u32(a.op) {
         Some(RedOp::Sum) => run::<T, Sum>(ctx, a, Sum),
         Some(RedOp::Prod) => run::<T, Prod>(ctx, a, Prod),

@@ -39,6 +39,19 @@ use crate::prims::wait::{failed_before, report_error, WaitError, Waiter};
 /// the same grid on every rank.
 #[inline(always)]
 pub unsafe fn all_reduce_ll<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
+    let base = crate::prims::epoch::begin(ctx, &a.comm);
+    let mut at = *a;
+    at.epoch = base;
+    if crate::prims::epoch::ll_reset(ctx, &a.comm, ll::generation_of(base)) {
+        at.ll_flags |= LL_FLAG_RESET;
+    }
+    all_reduce_ll_at::<T>(ctx, &at);
+    crate::prims::epoch::end(ctx, &a.comm, base);
+}
+
+/// The body of [`all_reduce_ll`], on the epoch base the device keeps (`crate::prims::epoch`).
+#[inline(always)]
+unsafe fn all_reduce_ll_at<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
     match RedOp::from_u32(a.op) {
         Some(RedOp::Sum) => run::<T, Sum>(ctx, a, Sum),
         Some(RedOp::Prod) => run::<T, Prod>(ctx, a, Prod),

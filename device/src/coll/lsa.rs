@@ -28,6 +28,16 @@ use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Sum};
 /// a valid communicator; called by every thread of every block of the launch.
 #[inline(always)]
 pub unsafe fn copy_coll(ctx: &ExecCtx, a: &CollArgs) {
+    let base = crate::prims::epoch::begin(ctx, &a.comm);
+    let mut at = *a;
+    at.epoch = base;
+    copy_coll_at(ctx, &at);
+    crate::prims::epoch::end(ctx, &a.comm, base);
+}
+
+/// The body of [`copy_coll`], on the epoch base the device keeps (`crate::prims::epoch`).
+#[inline(always)]
+unsafe fn copy_coll_at(ctx: &ExecCtx, a: &CollArgs) {
     let Some(lines) = enter(ctx, a) else {
         return;
     };
@@ -62,6 +72,16 @@ pub unsafe fn copy_coll(ctx: &ExecCtx, a: &CollArgs) {
 /// As [`copy_coll`].
 #[inline(always)]
 pub unsafe fn reduce_coll<T: Elem>(ctx: &ExecCtx, a: &CollArgs) {
+    let base = crate::prims::epoch::begin(ctx, &a.comm);
+    let mut at = *a;
+    at.epoch = base;
+    reduce_coll_at::<T>(ctx, &at);
+    crate::prims::epoch::end(ctx, &a.comm, base);
+}
+
+/// The body of [`reduce_coll`], on the epoch base the device keeps (`crate::prims::epoch`).
+#[inline(always)]
+unsafe fn reduce_coll_at<T: Elem>(ctx: &ExecCtx, a: &CollArgs) {
     let Some(lines) = enter(ctx, a) else {
         return;
     };

@@ -5,6 +5,7 @@
 //! ```text
 //! offset 0              barrier lines   [MAX_BLOCKS][nranks] SyncLine   (prims::barrier)
 //! p2p_offset(n)         p2p mailboxes   p2p_bytes(n)                    (send/recv)
+//! epochs_offset(n)      epoch slots     EPOCH_BYTES (local only)            (prims::epoch)
 //! ll_offset(n)          LL lines        ll_bytes(n, ll_max)             (prims::ll)
 //! inbox_bytes(n, ll_max) end
 //! ```
@@ -54,9 +55,17 @@ pub fn mailbox_addr(inbox: u64, nranks: u32, peer: u32) -> *mut P2pMailbox {
     inbox.wrapping_add(off as u64) as *mut P2pMailbox
 }
 
+/// Offset of the epoch slots (`crate::prims::epoch`): written and read only by the owner.
+pub const fn epochs_offset(nranks: u32) -> usize {
+    p2p_offset(nranks) + round_up(p2p_bytes(nranks))
+}
+
+/// Bytes of the epoch slots: `MAX_BLOCKS` epoch bases, then `MAX_BLOCKS` LL generations.
+pub const EPOCH_BYTES: usize = 2 * MAX_BLOCKS * 8;
+
 /// Offset of the LL lines.
 pub const fn ll_offset(nranks: u32) -> usize {
-    p2p_offset(nranks) + round_up(p2p_bytes(nranks))
+    epochs_offset(nranks) + round_up(EPOCH_BYTES)
 }
 
 /// Data lines per (parity, source) of the LL region for a capacity of `ll_max` bytes per

@@ -2,6 +2,7 @@
 //! line protocol.
 
 pub mod barrier;
+pub mod epoch;
 pub mod layout;
 pub mod ll;
 pub mod wait;

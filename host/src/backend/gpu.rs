@@ -35,7 +35,7 @@ pub struct GpuStream {
 }
 
 impl GpuStream {
-    fn raw(&self) -> sys::CUstream {
+    pub(super) fn raw(&self) -> sys::CUstream {
         self.raw as sys::CUstream
     }
 }
@@ -59,8 +59,10 @@ impl Drop for GpuEvent {
     }
 }
 
-struct DeviceState {
-    ctx: usize,
+pub(super) struct DeviceState {
+    pub(super) ctx: usize,
+    /// The loaded oxccl module.
+    pub(super) module: usize,
     all_reduce: HashMap<DataType, usize>,
     /// The LL all-reduce kernels (`ALGO_LL`).
     all_reduce_ll: HashMap<DataType, usize>,
@@ -79,6 +81,8 @@ struct DeviceState {
 pub struct GpuBackend {
     count: usize,
     devices: Mutex<HashMap<usize, Arc<DeviceState>>>,
+    /// Launch the empty kernel in place of every kernel (see `gpu_graph`).
+    pub(super) empty: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -87,7 +91,7 @@ impl std::fmt::Debug for GpuBackend {
     }
 }
 
-fn gpu_stream(s: &Stream) -> Result<&Arc<GpuStream>> {
+pub(super) fn gpu_stream(s: &Stream) -> Result<&Arc<GpuStream>> {
     match s {
         Stream::Gpu(g) => Ok(g),
         Stream::Cpu(_) => Err(Error::Init("a cpu stream was passed to the gpu backend".into())),
@@ -104,11 +108,12 @@ impl GpuBackend {
         Ok(GpuBackend {
             count,
             devices: Mutex::new(HashMap::new()),
+            empty: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// Make `device`'s primary context current on this thread, loading the module once.
-    fn device(&self, device: usize) -> Result<Arc<DeviceState>> {
+    pub(super) fn device(&self, device: usize) -> Result<Arc<DeviceState>> {
         if device >= self.count {
             return Err(Error::NoSuchDevice {
                 device,
@@ -186,6 +191,7 @@ impl GpuBackend {
         );
         let st = Arc::new(DeviceState {
             ctx: ctx as usize,
+            module: module as usize,
             all_reduce,
             all_reduce_ll,
             sms,
@@ -467,8 +473,10 @@ impl Backend for GpuBackend {
         } else {
             st.all_reduce[&dt]
         };
-        // SAFETY: every all-reduce kernel (LL or not) takes one by-value AllReduceArgs.
-        unsafe { launch_one_arg(f as sys::CUfunction, grid, s, args, "cuLaunchKernel(all_reduce)") }
+        let f = self.kernel_or_empty(&st, f)?;
+        // SAFETY: every all-reduce kernel (LL or not) takes one by-value AllReduceArgs (the
+        // empty kernel none: the driver passes parameters by the kernel's own signature).
+        unsafe { launch_one_arg(f, grid, s, args, "cuLaunchKernel(all_reduce)") }
     }
 
     fn max_blocks_per_rank(&self, ranks_per_device: usize, dtype: DataType) -> u32 {
@@ -478,16 +486,9 @@ impl Backend for GpuBackend {
     fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()> {
         let s = gpu_stream(stream)?;
         let st = self.device(s.device)?;
-        // SAFETY: every collective kernel takes one by-value CollArgs.
-        unsafe {
-            launch_one_arg(
-                st.colls[&kernel].0 as sys::CUfunction,
-                grid,
-                s,
-                args,
-                "cuLaunchKernel(collective)",
-            )
-        }
+        let f = self.kernel_or_empty(&st, st.colls[&kernel].0)?;
+        // SAFETY: every collective kernel takes one by-value CollArgs (the empty one none).
+        unsafe { launch_one_arg(f, grid, s, args, "cuLaunchKernel(collective)") }
     }
 
     fn max_coll_blocks_per_rank(&self, ranks_per_device: usize, kernel: CollKernel) -> u32 {
@@ -497,16 +498,9 @@ impl Backend for GpuBackend {
     fn launch_p2p(&self, stream: &Stream, grid: Grid, args: &P2pArgs) -> Result<()> {
         let s = gpu_stream(stream)?;
         let st = self.device(s.device)?;
-        // SAFETY: the p2p kernel takes one by-value P2pArgs.
-        unsafe {
-            launch_one_arg(
-                st.p2p.0 as sys::CUfunction,
-                grid,
-                s,
-                args,
-                "cuLaunchKernel(send/recv)",
-            )
-        }
+        let f = self.kernel_or_empty(&st, st.p2p.0)?;
+        // SAFETY: the p2p kernel takes one by-value P2pArgs (the empty one none).
+        unsafe { launch_one_arg(f, grid, s, args, "cuLaunchKernel(send/recv)") }
     }
 
     fn max_p2p_blocks_per_rank(&self, ranks_per_device: usize) -> u32 {
@@ -519,6 +513,10 @@ impl Backend for GpuBackend {
 
     fn enable_peer_access(&self, a: usize, b: usize) -> Result<bool> {
         self.peer_access(a, b)
+    }
+
+    fn as_gpu(&self) -> Option<&GpuBackend> {
+        Some(self)
     }
 
     fn record(&self, stream: &Stream) -> Result<Event> {

@@ -8,6 +8,7 @@
 pub mod cpu;
 mod cpu_shm;
 pub mod gpu;
+mod gpu_graph;
 mod gpu_vmm;
 pub mod shared;
 
@@ -15,6 +16,7 @@ use std::fmt;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+pub use gpu_graph::GpuGraph;
 use oxccl_device::abi::{AllReduceArgs, CollArgs, P2pArgs};
 pub use oxccl_device::kernels::CollKernel;
 pub use shared::SharedMem;
@@ -160,6 +162,10 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn record(&self, stream: &Stream) -> Result<Event>;
     /// Seconds from `a` to `b` (waits for `b`).
     fn elapsed(&self, a: &Event, b: &Event) -> Result<f64>;
+    /// The GPU backend, for what only it has (CUDA graph capture, `gpu_graph`).
+    fn as_gpu(&self) -> Option<&gpu::GpuBackend> {
+        None
+    }
 }
 
 /// Choose a backend: the GPU when a driver and a device are present (unless

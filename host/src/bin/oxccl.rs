@@ -121,6 +121,11 @@ struct PerfArgs {
     /// and the algorithm's rate against it (the ceiling of collectives that mostly write).
     #[arg(long)]
     pub write_ref: bool,
+    /// Also time the operation captured in a CUDA graph (`--iters` operations per graph)
+    /// replayed this many times per repetition, next to the same graph with every kernel
+    /// replaced by an empty one (GPU backend).
+    #[arg(long)]
+    pub graph: Option<usize>,
 }
 
 #[derive(Args)]
@@ -159,8 +164,31 @@ enum Cmd {
     /// The tuner's thresholds and its algorithm/protocol per collective and size bucket,
     /// in-process and across processes, under the current (or given) overrides.
     Tuner(TunerArgs),
+    /// All-reduce captured in a CUDA graph and replayed on fresh random data every replay,
+    /// every element checked (GPU backend, ranks in one process).
+    GraphCheck(GraphCheckArgs),
     /// Settings, backend and devices.
     Info,
+}
+
+#[derive(Args)]
+struct GraphCheckArgs {
+    /// Rank counts.
+    #[arg(long, value_delimiter = ',', default_value = "2,8")]
+    ranks: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "f32,bf16")]
+    dtypes: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "sum")]
+    ops: Vec<String>,
+    /// Element counts (the tuner picks LL, one-shot or two-shot by size).
+    #[arg(long, value_delimiter = ',', default_value = "1,1000,65537,1000003")]
+    counts: Vec<usize>,
+    /// Replays per case (each on new data).
+    #[arg(long, default_value_t = 20)]
+    replays: usize,
+    /// All-reduces per rank captured in the graph.
+    #[arg(long, default_value_t = 3)]
+    ops_per_graph: usize,
 }
 
 fn pick_backend(b: BackendArg) -> Result<(Arc<dyn Backend>, String), oxccl::Error> {
@@ -394,6 +422,7 @@ fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
                     warmup: 2,
                     iters,
                     reps,
+                    graph: None,
                 },
             )
             .map_err(|e| e.to_string())?;
@@ -568,6 +597,9 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
         "copy GB/s",
         "ratio"
     );
+    if a.graph.is_some() {
+        println!("(each row is followed by the time per operation replayed from a CUDA graph, the same graph with empty kernels in the copy column, and their ratio)");
+    }
     if a.write_ref {
         println!("(each row is followed by the write-only reference: a fill of the same bytes per rank, its rate, and alg GB/s against it)");
     }
@@ -581,6 +613,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 warmup: 3,
                 iters,
                 reps,
+                graph: None,
             };
             let t = if coll == Coll::AllReduce {
                 harness::time_all_reduce(&r, dt, op, count, in_place, timing)
@@ -619,6 +652,38 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 copy_rate,
                 alg_rate / copy_rate
             );
+            if let Some(replays) = a.graph {
+                let mut g = timing;
+                let mut per_mode = [0.0; 2];
+                for (k, mode) in [
+                    harness::graph::GraphMode::Real { replays },
+                    harness::graph::GraphMode::Empty { replays },
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    g.graph = Some(mode);
+                    per_mode[k] = if coll == Coll::AllReduce {
+                        harness::time_all_reduce(&r, dt, op, count, in_place, g)
+                    } else {
+                        harness::time_coll(&r, coll, dt, op, count, a.root, g)
+                    }
+                    .map_err(|e| e.to_string())?;
+                }
+                println!(
+                    "{:>8} {:>11} {:>26} {:>10.2} {:>10} {:>10} {:>10.2} {:>11} {:>11} {:>6.3}",
+                    "",
+                    "",
+                    "graph replay | empty",
+                    per_mode[0] * 1e6,
+                    "",
+                    "",
+                    per_mode[1] * 1e6,
+                    "",
+                    "",
+                    per_mode[0] / per_mode[1]
+                );
+            }
             if a.write_ref {
                 let tf = harness::time_fill(&r, size, iters, reps).map_err(|e| e.to_string())?;
                 let fill_rate = size as f64 / tf / 1e9;
@@ -640,6 +705,52 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
         bytes = bytes.saturating_mul(step.max(2));
     }
     Ok(())
+}
+
+fn graph_check(a: &GraphCheckArgs) -> Result<(), String> {
+    let (b, desc) = pick_backend(BackendArg::Gpu).map_err(|e| e.to_string())?;
+    let (dts, ops) = (parse_dtypes(&a.dtypes)?, parse_ops(&a.ops)?);
+    println!(
+        "oxccl graph-check: {desc}; {} replays of {} all-reduces per rank per case",
+        a.replays, a.ops_per_graph
+    );
+    let (mut passed, mut failed) = (0, 0);
+    for &n in &a.ranks {
+        let r = make_ranks(&b, n).map_err(|e| e.to_string())?;
+        for &dt in &dts {
+            for &red in &ops {
+                for &count in &a.counts {
+                    match harness::graph::check_graph_all_reduce(
+                        &r,
+                        dt,
+                        red,
+                        count,
+                        a.replays,
+                        a.ops_per_graph,
+                    ) {
+                        Ok(k) => {
+                            passed += 1;
+                            println!(
+                                "ok   ranks {n} {} {} count {count}: {k} elements",
+                                dt.name(),
+                                red.name()
+                            );
+                        }
+                        Err(e) => {
+                            failed += 1;
+                            println!("FAIL ranks {n} {} {} count {count}: {e}", dt.name(), red.name());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("graph-check: {passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} graph cases failed"))
+    } else {
+        Ok(())
+    }
 }
 
 fn info() {
@@ -670,6 +781,7 @@ fn main() -> ExitCode {
         Cmd::Check(a) => check(&a),
         Cmd::Perf(a) => perf(&a),
         Cmd::Tuner(a) => tuner_table(&a),
+        Cmd::GraphCheck(a) => graph_check(&a),
         Cmd::Info => {
             info();
             Ok(())

@@ -263,9 +263,17 @@ impl Comm {
     /// Advance this rank's operation counter by `ops` operations without running any (every
     /// rank of the communicator must do the same between the same collectives). For tests of
     /// the LL flag generations, which change once every 2^31 operations.
+    /// The device's epoch slots (`oxccl_device::prims::epoch`) advance with it; this rank's
+    /// stream must be idle.
     #[doc(hidden)]
-    pub fn skip_operations(&self, ops: u64) {
-        self.epoch.fetch_add(2 * ops, Ordering::Relaxed);
+    pub fn skip_operations(&self, ops: u64) -> Result<()> {
+        let next = self.epoch.fetch_add(2 * ops, Ordering::Relaxed) + 2 * ops;
+        let r = &self.group.ranks[&self.rank];
+        let slots = r.inbox + oxccl_device::prims::layout::epochs_offset(self.nranks) as u64;
+        let bytes: Vec<u8> = (0..oxccl_device::abi::MAX_BLOCKS)
+            .flat_map(|_| next.to_le_bytes())
+            .collect();
+        self.group.backend.upload(r.device, slots, &bytes)
     }
 
     /// All ranks of a new communicator in this process, rank `i` on `devices[i]`, on the

@@ -4,6 +4,7 @@
 //! all-gather-v checks in `moves`, send/recv checks in `p2p` (all re-exported).
 
 mod colls;
+pub mod graph;
 mod moves;
 mod p2p;
 
@@ -150,6 +151,8 @@ pub struct Timing {
     pub warmup: usize,
     pub iters: usize,
     pub reps: usize,
+    /// Time CUDA-graph replays instead of launches (see [`graph`]).
+    pub graph: Option<graph::GraphMode>,
 }
 
 /// Median time (seconds) of one all-reduce of `count` elements on every rank, over `reps`
@@ -191,7 +194,12 @@ pub fn time_all_reduce(
 /// rank): `t.warmup` untimed calls, then `t.reps` repetitions of `t.iters` back-to-back calls
 /// timed with events on every rank's stream (the slowest rank's time counts).
 pub fn time_launches(ranks: &Ranks, t: Timing, mut launch: impl FnMut() -> Result<()>) -> Result<f64> {
-    let Timing { warmup, iters, reps } = t;
+    if let Some(mode) = t.graph {
+        return graph::time_replays(ranks, t, mode, launch);
+    }
+    let Timing {
+        warmup, iters, reps, ..
+    } = t;
     for _ in 0..warmup {
         launch()?;
     }
