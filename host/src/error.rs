@@ -227,6 +227,14 @@ pub enum Error {
         what: String,
     },
 
+    /// A window mapping call of the CPU backend failed (the GPU's report [`Error::Cuda`]).
+    #[error("{op} on cpu device {device}: {what}")]
+    WindowMap {
+        op: &'static str,
+        device: usize,
+        what: String,
+    },
+
     /// A caller's versioned struct (device communicator requirements) cannot be read: wrong
     /// magic, a size its version does not allow, or a newer version than this library's.
     #[error("{op} on rank {rank}: {what}")]

@@ -572,6 +572,37 @@ fn device_communicator_requirements_errors() {
 }
 
 #[test]
+fn a_registration_without_its_peers_times_out_or_is_aborted() {
+    let boot = bootstrap::Config::default().with_timeout(Duration::from_millis(300));
+    let comms = Comm::init_all_with_bootstrap(cpu(), &[0, 1], Config::default(), &boot).unwrap();
+    let p = comms[0].mem_alloc(PAGE).unwrap();
+    let t = std::time::Instant::now();
+    let e = comms[0].register_window(p, PAGE, WIN_DEFAULT).unwrap_err();
+    assert!(
+        matches!(&e, Error::ControlTimeout { rank: 0, missing, .. } if missing == &[1]),
+        "{e}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // Aborted from another rank's thread: returns within the poll interval.
+    let comms = init(2);
+    let p2 = comms[0].mem_alloc(PAGE).unwrap();
+    let t = std::time::Instant::now();
+    let e = std::thread::scope(|s| {
+        let h = s.spawn(|| comms[0].register_window(p2, PAGE, WIN_DEFAULT));
+        std::thread::sleep(Duration::from_millis(50));
+        comms[1].abort();
+        h.join().unwrap().unwrap_err()
+    });
+    assert!(matches!(e, Error::Aborted { rank: 0, .. }), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // SAFETY: ours, never registered.
+    unsafe {
+        comms[0].mem_free(p).unwrap();
+        comms[0].mem_free(p2).unwrap();
+    }
+}
+
+#[test]
 fn properties() {
     let comms = init(3);
     let p = comms[2].query_properties();

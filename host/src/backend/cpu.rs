@@ -313,16 +313,14 @@ impl Backend for CpuBackend {
 
     fn win_export(&self, device: usize, phys: &PhysHandle) -> Result<OwnedFd> {
         match phys {
-            PhysHandle::Memfd(fd) => fd.try_clone().map_err(|e| Error::Window {
+            PhysHandle::Memfd(fd) => fd.try_clone().map_err(|e| Error::WindowMap {
                 op: "window export",
-                rank: u32::MAX,
-                peer: u32::MAX,
-                what: format!("device {device}: dup of a memfd: {e}"),
+                device,
+                what: format!("dup of a memfd: {e}"),
             }),
-            PhysHandle::Vmm(_) => Err(Error::Window {
+            PhysHandle::Vmm(_) => Err(Error::WindowMap {
                 op: "window export",
-                rank: u32::MAX,
-                peer: u32::MAX,
+                device,
                 what: "a gpu handle passed to the cpu backend".into(),
             }),
         }

@@ -28,11 +28,10 @@ fn alloc_err(bytes: usize, device: usize, what: &str, e: impl std::fmt::Display)
 }
 
 fn map_err(device: usize, op: &'static str, e: impl std::fmt::Display) -> Error {
-    Error::Window {
+    Error::WindowMap {
         op,
-        rank: u32::MAX,
-        peer: u32::MAX,
-        what: format!("device {device}: {e}"),
+        device,
+        what: e.to_string(),
     }
 }
 

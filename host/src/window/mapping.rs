@@ -53,10 +53,9 @@ impl Mapping {
         if at.checked_add(len as u64).is_none_or(|e| e > self.bytes as u64) {
             // SAFETY: not used for any mapping.
             unsafe { self.backend.win_release(self.device, phys) };
-            return Err(crate::error::Error::Window {
+            return Err(crate::error::Error::WindowMap {
                 op: "window map",
-                rank: u32::MAX,
-                peer: u32::MAX,
+                device: self.device,
                 what: format!("piece [{at}, +{len}) outside the {}-byte flat range", self.bytes),
             });
         }

@@ -196,7 +196,11 @@ fn map_all(
                     j as u32,
                     deadline,
                     Some(comm.host_abort_flag()),
-                )?;
+                )
+                .map_err(|e| match e {
+                    Error::Aborted { .. } => Error::Aborted { op, rank },
+                    e => e,
+                })?;
                 if bytes != need {
                     return Err(Error::Window {
                         op,
@@ -205,7 +209,14 @@ fn map_all(
                         what: format!("served piece {j} of {bytes} bytes, published {need}"),
                     });
                 }
-                backend.win_import(device, fd, need as usize)?
+                backend
+                    .win_import(device, fd, need as usize)
+                    .map_err(|e| Error::Window {
+                        op,
+                        rank,
+                        peer: q32,
+                        what: format!("importing its piece {j}: {e}"),
+                    })?
             };
             let at = q as u64 * flat.stride + flat.piece_at[q][j];
             m.map(at, phys, p.phys_offset as usize, p.map_len as usize)
