@@ -274,7 +274,10 @@ impl Comm {
     /// Collective: every rank calls it (its own buffer, sizes may differ), each from its own
     /// thread or process. `flags`: [`WIN_DEFAULT`], [`WIN_COLL_SYMMETRIC`] (ranks promise
     /// equal offsets in collectives), [`WIN_STRICT_ORDERING`] (recorded; one node needs no
-    /// stronger ordering). See the module doc for the layout.
+    /// stronger ordering); every rank must pass the same flags. See the module doc for the
+    /// layout. Errors: [`Error::NotWindowMemory`] on the rank whose range is not `mem_alloc`
+    /// memory (and [`Error::Window`] naming that rank on the others), [`Error::Window`] when
+    /// the ranks' buffers cannot share one layout, control-channel timeouts and aborts.
     pub fn register_window(&self, ptr: u64, bytes: usize, flags: u32) -> Result<Window> {
         register::register(self, "register_window", &[(ptr, bytes)], flags)
     }
