@@ -195,6 +195,62 @@ pub enum Error {
 
     #[error("communicator init: {0}")]
     Init(String),
+
+    /// An address range handed to a window operation is not (wholly) memory from
+    /// `Comm::mem_alloc` (plain device memory, a `Vec`, a freed block, a gap between blocks).
+    #[error("{op} on rank {rank}: address {addr:#x} ({bytes} bytes) is not window memory: {what}")]
+    NotWindowMemory {
+        op: &'static str,
+        rank: u32,
+        addr: u64,
+        bytes: usize,
+        what: String,
+    },
+
+    /// A pointer asked of a window lies outside what the peer registered.
+    #[error("{op} on rank {rank} (peer {peer}): offset {offset} is outside the peer's {size}-byte window")]
+    WindowBounds {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        offset: u64,
+        size: u64,
+    },
+
+    /// The ranks of a window registration (or of a device communicator's creation) disagree,
+    /// or a peer's registration cannot be mapped here.
+    #[error("{op} on rank {rank} (peer {}): {what}", peer_name(*.peer))]
+    Window {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        what: String,
+    },
+
+    /// A window mapping call of the CPU backend failed (the GPU's report [`Error::Cuda`]).
+    #[error("{op} on cpu device {device}: {what}")]
+    WindowMap {
+        op: &'static str,
+        device: usize,
+        what: String,
+    },
+
+    /// A caller's versioned struct (device communicator requirements) cannot be read: wrong
+    /// magic, a size its version does not allow, or a newer version than this library's.
+    #[error("{op} on rank {rank}: {what}")]
+    LayoutVersion {
+        op: &'static str,
+        rank: u32,
+        what: String,
+    },
+
+    /// A feature this build does not have (GIN resources without a GIN transport).
+    #[error("{op} on rank {rank}: not supported on this build: {what}")]
+    Unsupported {
+        op: &'static str,
+        rank: u32,
+        what: String,
+    },
 }
 
 /// A peer rank in a message (`u32::MAX`: none).

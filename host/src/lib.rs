@@ -28,6 +28,7 @@ pub mod settings;
 pub mod sys;
 pub mod transport;
 pub mod verify;
+pub mod window;
 
 pub use backend::{Backend, BackendKind, Stream};
 pub use buffer::DeviceBuffer;
@@ -36,3 +37,4 @@ pub use comm::{Comm, Config, InitHandle};
 pub use error::{Error, Result};
 pub use group::{group_end, group_start};
 pub use oxccl_device::abi::{DataType, RedOp};
+pub use window::{CommProperties, DevCommHandle, Window};

@@ -14,7 +14,9 @@ use oxccl_device::abi::{AllReduceArgs, CollArgs, P2pArgs};
 use oxccl_device::exec::ExecCtx;
 use oxccl_device::kernels::{all_reduce_dispatch, coll_dispatch, p2p_dispatch};
 
-use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
+use std::os::fd::OwnedFd;
+
+use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, PhysHandle, Stream, WinAlloc};
 use crate::error::{Error, Result};
 
 /// Logical devices the CPU backend offers (any index below is accepted).
@@ -295,6 +297,76 @@ impl Backend for CpuBackend {
 
     fn block_threads(&self) -> u32 {
         1
+    }
+
+    fn win_granularity(&self, _device: usize) -> Result<usize> {
+        Ok(super::cpu_win::granularity())
+    }
+
+    fn win_whole_allocations(&self) -> bool {
+        false
+    }
+
+    fn win_alloc(&self, device: usize, bytes: usize) -> Result<WinAlloc> {
+        super::cpu_win::alloc(device, bytes)
+    }
+
+    unsafe fn win_free(&self, alloc: WinAlloc) {
+        // SAFETY: caller contract.
+        unsafe { super::cpu_win::free(alloc) }
+    }
+
+    fn win_retain(&self, alloc: &WinAlloc) -> Result<PhysHandle> {
+        Ok(alloc.phys.clone())
+    }
+
+    fn win_export(&self, device: usize, phys: &PhysHandle) -> Result<OwnedFd> {
+        match phys {
+            PhysHandle::Memfd(fd) => fd.try_clone().map_err(|e| Error::WindowMap {
+                op: "window export",
+                device,
+                what: format!("dup of a memfd: {e}"),
+            }),
+            PhysHandle::Vmm(_) => Err(Error::WindowMap {
+                op: "window export",
+                device,
+                what: "a gpu handle passed to the cpu backend".into(),
+            }),
+        }
+    }
+
+    fn win_import(&self, device: usize, fd: OwnedFd, bytes: usize) -> Result<PhysHandle> {
+        super::cpu_win::import(device, fd, bytes)
+    }
+
+    unsafe fn win_release(&self, _device: usize, phys: PhysHandle) {
+        drop(phys);
+    }
+
+    fn win_reserve(&self, device: usize, bytes: usize, align: usize) -> Result<u64> {
+        super::cpu_win::reserve(device, bytes, align)
+    }
+
+    unsafe fn win_unreserve(&self, _device: usize, base: u64, bytes: usize) {
+        // SAFETY: caller contract.
+        unsafe { super::cpu_win::unreserve(base, bytes) }
+    }
+
+    unsafe fn win_map(
+        &self,
+        device: usize,
+        at: u64,
+        phys: &PhysHandle,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: caller contract.
+        unsafe { super::cpu_win::map(device, at, phys, offset, bytes) }
+    }
+
+    unsafe fn win_unmap(&self, _device: usize, at: u64, bytes: usize) {
+        // SAFETY: caller contract.
+        unsafe { super::cpu_win::unmap(at, bytes) }
     }
 
     fn record(&self, stream: &Stream) -> Result<Event> {

@@ -11,7 +11,7 @@ use oxccl_device::kernels::{
     all_reduce_kernel_name, all_reduce_ll_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL,
 };
 
-use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, Stream};
+use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, PhysHandle, Stream, WinAlloc};
 use crate::error::{Error, Result};
 use crate::sys::cuda::{self, err};
 
@@ -517,6 +517,81 @@ impl Backend for GpuBackend {
 
     fn as_gpu(&self) -> Option<&GpuBackend> {
         Some(self)
+    }
+
+    fn win_granularity(&self, device: usize) -> Result<usize> {
+        self.device(device)?;
+        super::gpu_vmm::win_granularity(device)
+    }
+
+    fn win_whole_allocations(&self) -> bool {
+        true
+    }
+
+    fn win_alloc(&self, device: usize, bytes: usize) -> Result<WinAlloc> {
+        self.device(device)?;
+        super::gpu_vmm::win_alloc(device, bytes)
+    }
+
+    unsafe fn win_free(&self, alloc: WinAlloc) {
+        if self.device(alloc.device).is_ok() {
+            // SAFETY: caller contract; the device's context is current.
+            unsafe { super::gpu_vmm::win_free(alloc) }
+        }
+    }
+
+    fn win_retain(&self, alloc: &WinAlloc) -> Result<PhysHandle> {
+        self.device(alloc.device)?;
+        super::gpu_vmm::win_retain(alloc)
+    }
+
+    fn win_export(&self, device: usize, phys: &PhysHandle) -> Result<std::os::fd::OwnedFd> {
+        self.device(device)?;
+        super::gpu_vmm::win_export(device, phys)
+    }
+
+    fn win_import(&self, device: usize, fd: std::os::fd::OwnedFd, bytes: usize) -> Result<PhysHandle> {
+        self.device(device)?;
+        super::gpu_vmm::win_import(device, fd, bytes)
+    }
+
+    unsafe fn win_release(&self, device: usize, phys: PhysHandle) {
+        if self.device(device).is_ok() {
+            // SAFETY: caller contract.
+            unsafe { super::gpu_vmm::win_release(phys) }
+        }
+    }
+
+    fn win_reserve(&self, device: usize, bytes: usize, align: usize) -> Result<u64> {
+        self.device(device)?;
+        super::gpu_vmm::win_reserve(device, bytes, align)
+    }
+
+    unsafe fn win_unreserve(&self, device: usize, base: u64, bytes: usize) {
+        if self.device(device).is_ok() {
+            // SAFETY: caller contract.
+            unsafe { super::gpu_vmm::win_unreserve(base, bytes) }
+        }
+    }
+
+    unsafe fn win_map(
+        &self,
+        device: usize,
+        at: u64,
+        phys: &PhysHandle,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        self.device(device)?;
+        // SAFETY: caller contract; the device's context is current.
+        unsafe { super::gpu_vmm::win_map(device, at, phys, offset, bytes) }
+    }
+
+    unsafe fn win_unmap(&self, device: usize, at: u64, bytes: usize) {
+        if self.device(device).is_ok() {
+            // SAFETY: caller contract.
+            unsafe { super::gpu_vmm::win_unmap(at, bytes) }
+        }
     }
 
     fn record(&self, stream: &Stream) -> Result<Event> {

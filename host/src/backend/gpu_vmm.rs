@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use cudarc::driver::sys;
 
 use super::shared::SharedMem;
+use super::winmem::{PhysHandle, WinAlloc};
 use crate::error::{Error, Result};
 
 fn check(r: sys::CUresult, op: &'static str, device: usize) -> Result<()> {
@@ -107,8 +108,10 @@ unsafe fn map(
     Ok(ptr)
 }
 
-/// A zeroed exportable segment of at least `bytes` on `device` (its context current).
-pub fn alloc(device: usize, bytes: usize) -> Result<SharedMem> {
+/// A zeroed physical allocation of at least `bytes` (rounded up to the granularity) with
+/// POSIX descriptor handles, mapped read/write on `device` (its context current): the
+/// handle, the address and the rounded size.
+fn create_mapped(device: usize, bytes: usize) -> Result<(sys::CUmemGenericAllocationHandle, u64, usize)> {
     let g = granularity(device)?;
     let bytes = bytes.max(1).div_ceil(g) * g;
     let p = prop(device);
@@ -151,6 +154,11 @@ pub fn alloc(device: usize, bytes: usize) -> Result<SharedMem> {
         device,
     )
     .map_err(free_all)?;
+    Ok((handle, dev, bytes))
+}
+
+/// A descriptor exporting `handle` (a POSIX-descriptor allocation).
+fn export(handle: sys::CUmemGenericAllocationHandle, device: usize) -> Result<OwnedFd> {
     let mut raw: i32 = -1;
     // SAFETY: a POSIX-fd handle type writes an int into the out-pointer.
     check(
@@ -164,10 +172,22 @@ pub fn alloc(device: usize, bytes: usize) -> Result<SharedMem> {
         },
         "cuMemExportToShareableHandle",
         device,
-    )
-    .map_err(free_all)?;
+    )?;
     // SAFETY: a descriptor the driver just opened for us.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// A zeroed exportable segment of at least `bytes` on `device` (its context current).
+pub fn alloc(device: usize, bytes: usize) -> Result<SharedMem> {
+    let (handle, dev, bytes) = create_mapped(device, bytes)?;
+    let fd = export(handle, device).inspect_err(|_| {
+        // SAFETY: the mapping and handle just made, unused.
+        unsafe {
+            let _ = sys::cuMemUnmap(dev, bytes);
+            let _ = sys::cuMemAddressFree(dev, bytes);
+            let _ = sys::cuMemRelease(handle);
+        }
+    })?;
     Ok(SharedMem {
         device,
         dev,
@@ -177,9 +197,9 @@ pub fn alloc(device: usize, bytes: usize) -> Result<SharedMem> {
     })
 }
 
-/// Map a peer's exported segment (`bytes` as the owner reported it) for use on `device`
-/// (its context current).
-pub fn import(device: usize, fd: &OwnedFd, bytes: usize) -> Result<SharedMem> {
+/// Import a peer's exported allocation (`bytes` as the owner reported it): the handle, one
+/// reference owned by the caller.
+fn import_handle(device: usize, fd: &OwnedFd, bytes: usize) -> Result<sys::CUmemGenericAllocationHandle> {
     let g = granularity(device)?;
     if bytes == 0 || !bytes.is_multiple_of(g) {
         return Err(Error::Cuda {
@@ -202,6 +222,14 @@ pub fn import(device: usize, fd: &OwnedFd, bytes: usize) -> Result<SharedMem> {
         "cuMemImportFromShareableHandle",
         device,
     )?;
+    Ok(handle)
+}
+
+/// Map a peer's exported segment (`bytes` as the owner reported it) for use on `device`
+/// (its context current).
+pub fn import(device: usize, fd: &OwnedFd, bytes: usize) -> Result<SharedMem> {
+    let g = granularity(device)?;
+    let handle = import_handle(device, fd, bytes)?;
     // SAFETY: context current, the imported handle holds the owner's `bytes`.
     let dev = unsafe { map(handle, bytes, g, device) }.inspect_err(|_| {
         // SAFETY: the handle just imported.
@@ -227,4 +255,143 @@ pub unsafe fn free(mem: SharedMem) {
         let _ = sys::cuMemAddressFree(mem.dev, mem.bytes);
         let _ = sys::cuMemRelease(mem.handle);
     }
+}
+
+/// Window memory (see `super::winmem`): the granularity of `device` (its context current).
+pub fn win_granularity(device: usize) -> Result<usize> {
+    granularity(device)
+}
+
+/// Window-ready memory: a zeroed POSIX-descriptor allocation mapped read/write on `device`
+/// (its context current), never exported until a window asks.
+pub fn win_alloc(device: usize, bytes: usize) -> Result<WinAlloc> {
+    let (handle, ptr, bytes) = create_mapped(device, bytes)?;
+    Ok(WinAlloc {
+        device,
+        ptr,
+        bytes,
+        phys: PhysHandle::Vmm(handle),
+    })
+}
+
+/// Unmap an allocation and drop its own reference (the context of its device current).
+///
+/// # Safety
+/// No kernel uses `a.ptr` any more.
+pub unsafe fn win_free(a: WinAlloc) {
+    // SAFETY: caller contract; the mapping and the reference are the allocation's own.
+    unsafe {
+        let _ = sys::cuMemUnmap(a.ptr, a.bytes);
+        let _ = sys::cuMemAddressFree(a.ptr, a.bytes);
+        if let PhysHandle::Vmm(h) = a.phys {
+            let _ = sys::cuMemRelease(h);
+        }
+    }
+}
+
+fn vmm(phys: &PhysHandle, op: &'static str, device: usize) -> Result<sys::CUmemGenericAllocationHandle> {
+    match phys {
+        PhysHandle::Vmm(h) => Ok(*h),
+        PhysHandle::Memfd(_) => Err(Error::Cuda {
+            op,
+            device: device as i32,
+            message: "a cpu memfd handle passed to the gpu backend".into(),
+        }),
+    }
+}
+
+/// A new reference to the physical memory mapped at `a.ptr`.
+pub fn win_retain(a: &WinAlloc) -> Result<PhysHandle> {
+    let mut h: sys::CUmemGenericAllocationHandle = 0;
+    // SAFETY: out-pointer to a local; `a.ptr` is mapped (the allocation is live).
+    check(
+        unsafe { sys::cuMemRetainAllocationHandle(&mut h, a.ptr as *mut c_void) },
+        "cuMemRetainAllocationHandle",
+        a.device,
+    )?;
+    Ok(PhysHandle::Vmm(h))
+}
+
+/// A descriptor exporting `phys`.
+pub fn win_export(device: usize, phys: &PhysHandle) -> Result<OwnedFd> {
+    export(vmm(phys, "cuMemExportToShareableHandle", device)?, device)
+}
+
+/// A reference to a peer's exported allocation of `bytes`.
+pub fn win_import(device: usize, fd: OwnedFd, bytes: usize) -> Result<PhysHandle> {
+    Ok(PhysHandle::Vmm(import_handle(device, &fd, bytes)?))
+}
+
+/// Drop a reference.
+///
+/// # Safety
+/// No mapping call uses it afterwards.
+pub unsafe fn win_release(phys: PhysHandle) {
+    if let PhysHandle::Vmm(h) = phys {
+        // SAFETY: caller contract; one reference of ours.
+        let _ = unsafe { sys::cuMemRelease(h) };
+    }
+}
+
+/// Reserve `bytes` of virtual addresses aligned to `align`.
+pub fn win_reserve(device: usize, bytes: usize, align: usize) -> Result<u64> {
+    let mut ptr: sys::CUdeviceptr = 0;
+    // SAFETY: out-pointer to a local.
+    check(
+        unsafe { sys::cuMemAddressReserve(&mut ptr, bytes, align, 0, 0) },
+        "cuMemAddressReserve",
+        device,
+    )?;
+    Ok(ptr)
+}
+
+/// Release a reservation.
+///
+/// # Safety
+/// Nothing is mapped in it any more.
+pub unsafe fn win_unreserve(base: u64, bytes: usize) {
+    // SAFETY: caller contract.
+    let _ = unsafe { sys::cuMemAddressFree(base, bytes) };
+}
+
+/// Map the whole of `phys` (`bytes`, `offset` 0: `cuMemMap` maps whole allocations) at
+/// `at` and grant `device` read/write access.
+///
+/// # Safety
+/// `[at, at + bytes)` is inside a reservation with nothing mapped there.
+pub unsafe fn win_map(device: usize, at: u64, phys: &PhysHandle, offset: usize, bytes: usize) -> Result<()> {
+    let h = vmm(phys, "cuMemMap", device)?;
+    if offset != 0 {
+        return Err(Error::Cuda {
+            op: "cuMemMap",
+            device: device as i32,
+            message: format!("offset {offset} into an allocation (only whole allocations are mapped)"),
+        });
+    }
+    // SAFETY: caller contract; a live handle of at least `bytes`.
+    check(unsafe { sys::cuMemMap(at, bytes, 0, h, 0) }, "cuMemMap", device)?;
+    let desc = sys::CUmemAccessDesc {
+        location: location(device),
+        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    // SAFETY: the mapping just made; one descriptor.
+    if let Err(e) = check(
+        unsafe { sys::cuMemSetAccess(at, bytes, &desc, 1) },
+        "cuMemSetAccess",
+        device,
+    ) {
+        // SAFETY: as above.
+        let _ = unsafe { sys::cuMemUnmap(at, bytes) };
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Undo a [`win_map`].
+///
+/// # Safety
+/// Nothing uses the mapping any more.
+pub unsafe fn win_unmap(at: u64, bytes: usize) {
+    // SAFETY: caller contract.
+    let _ = unsafe { sys::cuMemUnmap(at, bytes) };
 }

@@ -7,10 +7,12 @@
 
 pub mod cpu;
 mod cpu_shm;
+mod cpu_win;
 pub mod gpu;
 mod gpu_graph;
 mod gpu_vmm;
 pub mod shared;
+pub mod winmem;
 
 use std::fmt;
 use std::os::fd::OwnedFd;
@@ -20,6 +22,7 @@ pub use gpu_graph::GpuGraph;
 use oxccl_device::abi::{AllReduceArgs, CollArgs, P2pArgs};
 pub use oxccl_device::kernels::CollKernel;
 pub use shared::SharedMem;
+pub use winmem::{PhysHandle, WinAlloc};
 
 use crate::error::Result;
 
@@ -158,6 +161,60 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn enable_peer_access(&self, _a: usize, _b: usize) -> Result<bool> {
         Ok(true)
     }
+    /// The granularity of window mappings on `device`: allocations, reservations and mapped
+    /// pieces are multiples of it (the page size on the CPU, the VMM granularity, 2 MiB on
+    /// current GPUs).
+    fn win_granularity(&self, device: usize) -> Result<usize>;
+    /// Whether only whole allocations can be mapped into a window (the GPU: `cuMemMap` takes
+    /// offset 0); otherwise any granularity-aligned sub-range of one can.
+    fn win_whole_allocations(&self) -> bool;
+    /// Window-ready memory (NCCL's `ncclMemAlloc`): zeroed, at least `bytes` rounded up to
+    /// [`Backend::win_granularity`], mapped read/write on `device`, with a physical handle
+    /// that windows map again (`crate::backend::winmem`).
+    fn win_alloc(&self, device: usize, bytes: usize) -> Result<WinAlloc>;
+    /// Unmap and release an allocation from [`Backend::win_alloc`] (windows still mapping
+    /// its memory keep it alive).
+    ///
+    /// # Safety
+    /// No kernel uses `alloc.ptr` any more.
+    unsafe fn win_free(&self, alloc: WinAlloc);
+    /// A new reference to the physical memory of `alloc`.
+    fn win_retain(&self, alloc: &WinAlloc) -> Result<PhysHandle>;
+    /// A descriptor exporting `phys` to another process.
+    fn win_export(&self, device: usize, phys: &PhysHandle) -> Result<OwnedFd>;
+    /// A reference to the physical memory a peer exported (`bytes` as it reported them).
+    fn win_import(&self, device: usize, fd: OwnedFd, bytes: usize) -> Result<PhysHandle>;
+    /// Release a reference from [`Backend::win_retain`] or [`Backend::win_import`].
+    ///
+    /// # Safety
+    /// Not used by any mapping call afterwards (mappings made with it may stay).
+    unsafe fn win_release(&self, device: usize, phys: PhysHandle);
+    /// Reserve `bytes` of address space (inaccessible until mapped), aligned to `align`.
+    fn win_reserve(&self, device: usize, bytes: usize, align: usize) -> Result<u64>;
+    /// Release a reservation from [`Backend::win_reserve`] (nothing may be mapped in it).
+    ///
+    /// # Safety
+    /// Nothing uses the range any more.
+    unsafe fn win_unreserve(&self, device: usize, base: u64, bytes: usize);
+    /// Map `bytes` of `phys` starting at its byte `offset` at `at` with read/write access
+    /// from `device`.
+    ///
+    /// # Safety
+    /// `[at, at + bytes)` lies inside a reservation of this backend with nothing mapped
+    /// there; `offset` and `bytes` are multiples of the granularity and inside `phys`.
+    unsafe fn win_map(
+        &self,
+        device: usize,
+        at: u64,
+        phys: &PhysHandle,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<()>;
+    /// Undo one [`Backend::win_map`] (the range stays reserved).
+    ///
+    /// # Safety
+    /// Nothing uses the mapping any more.
+    unsafe fn win_unmap(&self, device: usize, at: u64, bytes: usize);
     /// Record an event on `stream` (reached when the work enqueued before it completes).
     fn record(&self, stream: &Stream) -> Result<Event>;
     /// Seconds from `a` to `b` (waits for `b`).

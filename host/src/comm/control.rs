@@ -36,6 +36,9 @@ pub(crate) enum Control {
         seq: AtomicU64,
         /// An exchange failed: refuse the next ones.
         broken: AtomicBool,
+        /// The job's secret (from its unique id): authenticates descriptor passing between
+        /// the ranks' processes after init (window registration, `crate::window`).
+        secret: [u8; 16],
     },
     /// The group's rendezvous (communicators from `Comm::init_all`), with the bootstrap
     /// settings for the communicators split from it.
@@ -47,11 +50,21 @@ pub(crate) enum Control {
 
 impl Control {
     /// The channel of a bootstrap.
-    pub fn bootstrap(boot: Bootstrap) -> Self {
+    pub fn bootstrap(boot: Bootstrap, secret: [u8; 16]) -> Self {
         Control::Bootstrap {
             boot: Box::new(boot),
             seq: AtomicU64::new(0),
             broken: AtomicBool::new(false),
+            secret,
+        }
+    }
+
+    /// The job's secret, on channels whose ranks may live in other processes (`None` for
+    /// in-process groups, which never pass descriptors).
+    pub fn secret(&self) -> Option<[u8; 16]> {
+        match self {
+            Control::Bootstrap { secret, .. } => Some(*secret),
+            Control::Local { .. } => None,
         }
     }
 
@@ -103,7 +116,9 @@ impl Control {
     ) -> Result<Vec<Vec<u8>>> {
         match self {
             Control::Local { rdv, .. } => rdv.all_gather(op, rank, blob, self.timeout(), abort),
-            Control::Bootstrap { boot, seq, broken } => {
+            Control::Bootstrap {
+                boot, seq, broken, ..
+            } => {
                 if broken.load(Ordering::Acquire) {
                     return Err(Error::InvalidArgument {
                         op,

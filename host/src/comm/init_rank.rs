@@ -65,7 +65,7 @@ impl PeerInfo {
 }
 
 /// A random token naming this process (pids can repeat across containers).
-fn process_token() -> u64 {
+pub(crate) fn process_token() -> u64 {
     static TOKEN: OnceLock<u64> = OnceLock::new();
     *TOKEN.get_or_init(rand::random)
 }
@@ -257,7 +257,12 @@ impl Comm {
             .map_err(|source| Error::Bootstrap { rank, source })?;
         tracing::info!(target: "oxccl::init", rank, nranks, ranks_per_device = group.ranks_per_device, "communicator ready");
         // The bootstrap stays with the communicator: its control channel (split, finalize).
-        Ok(Comm::new(Arc::new(group), rank, nranks, Control::bootstrap(boot)))
+        Ok(Comm::new(
+            Arc::new(group),
+            rank,
+            nranks,
+            Control::bootstrap(boot, id.secret()),
+        ))
     }
 }
 

@@ -38,7 +38,7 @@ impl Comm {
 
     /// Waits for the work of every stream this rank launched on (those the user still
     /// holds); the first error wins.
-    fn sync_streams(&self) -> Result<()> {
+    pub(super) fn sync_streams(&self) -> Result<()> {
         let mut first = None;
         for s in self.streams.live() {
             if let Err(e) = self.group.backend.synchronize(&s) {

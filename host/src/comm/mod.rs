@@ -86,6 +86,7 @@ impl Config {
 }
 
 mod control;
+mod exchange;
 mod init_rank;
 mod lifecycle;
 pub mod nonblocking;
@@ -94,6 +95,7 @@ pub(crate) mod segment;
 mod split;
 mod streams;
 
+pub(crate) use init_rank::process_token;
 pub use nonblocking::InitHandle;
 
 use control::Control;
@@ -186,6 +188,8 @@ pub struct Comm {
     /// The LL flag generation this rank's LL region was last cleared for
     /// (`oxccl_device::prims::ll`): fresh memory is generation 0's.
     pub(crate) ll_generation: AtomicU64,
+    /// This rank's registered windows (`crate::window`).
+    windows: crate::window::CommWindows,
 }
 
 /// How many launched operations a [`Comm`] remembers for error messages.
@@ -236,6 +240,7 @@ impl Comm {
             streams: StreamRegistry::default(),
             tuning: std::sync::RwLock::new(Arc::new(group.tuning.clone())),
             ll_generation: AtomicU64::new(0),
+            windows: crate::window::CommWindows::default(),
             group,
         }
     }

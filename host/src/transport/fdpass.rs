@@ -5,11 +5,15 @@
 //! The owner of a segment binds the abstract socket [`socket_name`]`(secret, owner)` and
 //! serves it from a thread ([`FdServer`]) until `expected` peers were served, the deadline
 //! passed, or it is dropped. A peer connects and sends a 32-byte request:
-//! `{magic "OXFD": u32, owner: u32, requester: u32, pad: u32, secret: [u8; 16]}`. The server
+//! `{magic "OXFD": u32, owner: u32, requester: u32, piece: u32, secret: [u8; 16]}`. The server
 //! checks the magic, the owner and the secret (constant time) and answers 16 bytes
-//! `{magic: u32, status: u32, bytes: u64}` with the descriptor attached as `SCM_RIGHTS` when
-//! `status` is 0; a refused request gets a status and no descriptor, and never stops the
-//! server. Both sides bound every read, write and connect by the deadline.
+//! `{magic: u32, status: u32, bytes: u64}` with descriptor number `piece` attached as
+//! `SCM_RIGHTS` when `status` is 0; a refused request gets a status and no descriptor, and
+//! never stops the server. Both sides bound every read, write and connect by the deadline,
+//! and give up early when an abort flag they were handed is raised.
+//!
+//! A server holds one descriptor (a segment, piece 0) or several (the pieces of a rank's
+//! window, `crate::window`); `expected` counts requests served, one per piece per peer.
 //!
 //! Abstract socket names live in the network namespace: ranks in different namespaces
 //! cannot reach each other this way, and are reported as unreachable.
@@ -29,6 +33,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
+use crate::abort::AbortFlag;
 use crate::error::{Error, Result};
 
 const MAGIC: u32 = u32::from_le_bytes(*b"OXFD");
@@ -37,6 +42,7 @@ const REPLY_BYTES: usize = 16;
 const STATUS_OK: u32 = 0;
 const STATUS_BAD_SECRET: u32 = 1;
 const STATUS_BAD_OWNER: u32 = 2;
+const STATUS_BAD_PIECE: u32 = 3;
 
 /// The abstract socket name of `owner`'s segment server in the job with `secret`.
 pub fn socket_name(secret: &[u8; 16], owner: u32) -> Vec<u8> {
@@ -70,6 +76,20 @@ impl FdServer {
         expected: usize,
         deadline: Instant,
     ) -> Result<FdServer> {
+        Self::start_pieces(secret, owner, vec![(fd, bytes)], expected, deadline, None)
+    }
+
+    /// Bind `owner`'s socket and serve `pieces` (descriptors and their sizes, requested by
+    /// index) until `expected` requests were answered, `deadline` passed or `abort` was
+    /// raised.
+    pub fn start_pieces(
+        secret: [u8; 16],
+        owner: u32,
+        pieces: Vec<(OwnedFd, u64)>,
+        expected: usize,
+        deadline: Instant,
+        abort: Option<AbortFlag>,
+    ) -> Result<FdServer> {
         let name = socket_name(&secret, owner);
         let addr = SocketAddr::from_abstract_name(&name)
             .map_err(|e| fail("segment server bind", owner, u32::MAX, e))?;
@@ -82,7 +102,18 @@ impl FdServer {
         let st = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("oxccl-fd-r{owner}"))
-            .spawn(move || serve(listener, secret, owner, fd, bytes, expected, deadline, &st))
+            .spawn(move || {
+                serve(
+                    listener,
+                    secret,
+                    owner,
+                    &pieces,
+                    expected,
+                    deadline,
+                    &st,
+                    abort.as_ref(),
+                )
+            })
             .map_err(|e| fail("segment server thread", owner, u32::MAX, e))?;
         Ok(FdServer {
             stop,
@@ -115,16 +146,22 @@ fn serve(
     listener: UnixListener,
     secret: [u8; 16],
     owner: u32,
-    fd: OwnedFd,
-    bytes: u64,
+    pieces: &[(OwnedFd, u64)],
     expected: usize,
     deadline: Instant,
     stop: &AtomicBool,
+    abort: Option<&AbortFlag>,
 ) -> Result<usize> {
     let mut served = 0;
     while served < expected {
         if stop.load(Ordering::Relaxed) {
             return Ok(served);
+        }
+        if abort.is_some_and(AbortFlag::is_raised) {
+            return Err(Error::Aborted {
+                op: "segment server",
+                rank: owner,
+            });
         }
         if Instant::now() >= deadline {
             return Err(fail(
@@ -143,7 +180,7 @@ fn serve(
                 let _ = s.set_nonblocking(false);
                 let _ = s.set_read_timeout(Some(left.max(Duration::from_millis(1))));
                 let _ = s.set_write_timeout(Some(left.max(Duration::from_millis(1))));
-                if answer(&mut s, &secret, owner, &fd, bytes).unwrap_or(false) {
+                if answer(&mut s, &secret, owner, pieces).unwrap_or(false) {
                     served += 1;
                 }
             }
@@ -161,8 +198,7 @@ fn answer(
     s: &mut UnixStream,
     secret: &[u8; 16],
     owner: u32,
-    fd: &OwnedFd,
-    bytes: u64,
+    pieces: &[(OwnedFd, u64)],
 ) -> std::io::Result<bool> {
     let mut req = [0u8; REQUEST_BYTES];
     s.read_exact(&mut req)?;
@@ -172,17 +208,22 @@ fn answer(
         STATUS_BAD_SECRET
     } else if u32_at(4) != owner {
         STATUS_BAD_OWNER
+    } else if u32_at(12) as usize >= pieces.len() {
+        STATUS_BAD_PIECE
     } else {
         STATUS_OK
     };
+    let (fd, bytes) = pieces
+        .get(u32_at(12) as usize)
+        .map_or((None, 0), |(fd, b)| (Some(fd), *b));
     let mut reply = [0u8; REPLY_BYTES];
     reply[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     reply[4..8].copy_from_slice(&status.to_le_bytes());
     reply[8..16].copy_from_slice(&bytes.to_le_bytes());
-    if status != STATUS_OK {
+    let Some(fd) = fd.filter(|_| status == STATUS_OK) else {
         s.write_all(&reply)?;
         return Ok(false);
-    }
+    };
     let fds = [fd.as_fd()];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = SendAncillaryBuffer::new(&mut space);
@@ -194,6 +235,19 @@ fn answer(
 /// Fetch `owner`'s segment descriptor as rank `me`: the descriptor and the segment's size.
 /// Retries the connection until `deadline` (the owner may not be listening yet).
 pub fn fetch(secret: &[u8; 16], owner: u32, me: u32, deadline: Instant) -> Result<(OwnedFd, u64)> {
+    fetch_piece(secret, owner, me, 0, deadline, None)
+}
+
+/// Fetch descriptor number `piece` of `owner`'s server as rank `me` (see [`fetch`]); gives
+/// up when `abort` is raised.
+pub fn fetch_piece(
+    secret: &[u8; 16],
+    owner: u32,
+    me: u32,
+    piece: u32,
+    deadline: Instant,
+    abort: Option<&AbortFlag>,
+) -> Result<(OwnedFd, u64)> {
     const OP: &str = "segment fetch";
     let name = socket_name(secret, owner);
     let addr = SocketAddr::from_abstract_name(&name).map_err(|e| fail(OP, me, owner, e))?;
@@ -201,6 +255,9 @@ pub fn fetch(secret: &[u8; 16], owner: u32, me: u32, deadline: Instant) -> Resul
         match UnixStream::connect_addr(&addr) {
             Ok(s) => break s,
             Err(e) => {
+                if abort.is_some_and(AbortFlag::is_raised) {
+                    return Err(Error::Aborted { op: OP, rank: me });
+                }
                 if Instant::now() >= deadline {
                     return Err(fail(
                         OP,
@@ -224,6 +281,7 @@ pub fn fetch(secret: &[u8; 16], owner: u32, me: u32, deadline: Instant) -> Resul
     req[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     req[4..8].copy_from_slice(&owner.to_le_bytes());
     req[8..12].copy_from_slice(&me.to_le_bytes());
+    req[12..16].copy_from_slice(&piece.to_le_bytes());
     req[16..32].copy_from_slice(secret);
     s.write_all(&req).map_err(|e| fail(OP, me, owner, e))?;
     let mut reply = [0u8; REPLY_BYTES];
@@ -263,6 +321,7 @@ pub fn fetch(secret: &[u8; 16], owner: u32, me: u32, deadline: Instant) -> Resul
         (STATUS_OK, None) => Err(fail(OP, me, owner, "the reply carried no file descriptor")),
         (STATUS_BAD_SECRET, _) => Err(fail(OP, me, owner, "the peer refused our secret (another job?)")),
         (STATUS_BAD_OWNER, _) => Err(fail(OP, me, owner, "the socket belongs to another rank")),
+        (STATUS_BAD_PIECE, _) => Err(fail(OP, me, owner, format!("the peer serves no piece {piece}"))),
         (s, _) => Err(fail(OP, me, owner, format!("refused with status {s}"))),
     }
 }
@@ -298,6 +357,40 @@ mod tests {
             assert!(got.as_raw_fd() >= 0);
         }
         assert_eq!(server.finish().unwrap(), 2);
+    }
+
+    #[test]
+    fn serves_pieces_by_index_and_refuses_a_missing_one() {
+        let secret: [u8; 16] = rand::random();
+        let pieces = vec![(memfd_with(b"first"), 5), (memfd_with(b"second!"), 7)];
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let abort = AbortFlag::new();
+        let server = FdServer::start_pieces(secret, 4, pieces, 2, deadline, Some(abort.clone())).unwrap();
+        let e = fetch_piece(&secret, 4, 0, 2, deadline, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no piece 2"), "{e}");
+        let (b, n) = fetch_piece(&secret, 4, 0, 1, deadline, Some(&abort)).unwrap();
+        assert_eq!(n, 7);
+        let mut buf = [0u8; 7];
+        rustix::io::pread(&b, &mut buf, 0).unwrap();
+        assert_eq!(&buf, b"second!");
+        let (a, n) = fetch_piece(&secret, 4, 0, 0, deadline, None).unwrap();
+        assert_eq!(n, 5);
+        assert!(a.as_raw_fd() >= 0);
+        assert_eq!(server.finish().unwrap(), 2);
+        // An aborted fetch gives up before its deadline.
+        abort.raise();
+        let t = Instant::now();
+        let e = fetch_piece(
+            &secret,
+            9,
+            0,
+            0,
+            Instant::now() + Duration::from_secs(30),
+            Some(&abort),
+        );
+        assert!(matches!(e, Err(Error::Aborted { .. })) && t.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
