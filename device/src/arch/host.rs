@@ -27,6 +27,25 @@ pub fn sync_threads_or(p: bool) -> bool {
     p
 }
 
+/// Threads per warp: the CPU backend runs one thread per block, so a warp is one thread.
+pub const WARP_SIZE: u32 = 1;
+
+/// This thread's lane in its warp (always 0 on the host).
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    0
+}
+
+/// Warp-wide barrier: one thread per warp on the host, so nothing beyond program order.
+#[inline(always)]
+pub fn sync_warp() {}
+
+/// Warp-wide "any": `p` itself on the host (one thread per warp).
+#[inline(always)]
+pub fn sync_warp_any(p: bool) -> bool {
+    p
+}
+
 /// Nanoseconds since the first call in this process (monotonic), like `%globaltimer`.
 pub fn globaltimer() -> u64 {
     use std::sync::OnceLock;

@@ -70,6 +70,39 @@ pub fn sync_threads_or(p: bool) -> bool {
     r != 0
 }
 
+/// Threads per warp.
+pub const WARP_SIZE: u32 = 32;
+
+/// `%laneid`: this thread's lane in its warp.
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    let v: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {v}, %laneid;", v = out(reg32) v, options(pure, nomem, nostack)) };
+    v
+}
+
+/// `bar.warp.sync -1`: the full warp meets; orders memory among its lanes.
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: every lane of the warp reaches this call (caller contract of warp coops).
+    unsafe { asm!("bar.warp.sync -1;", options(nostack)) };
+}
+
+/// `vote.sync.any.pred` over the full warp: whether `p` held in any lane.
+#[inline(always)]
+pub fn sync_warp_any(p: bool) -> bool {
+    let r: u32;
+    // SAFETY: every lane of the warp reaches this call (caller contract of warp coops).
+    unsafe {
+        asm!(
+            "{{ .reg .pred %pi, %po; setp.ne.u32 %pi, {i}, 0; vote.sync.any.pred %po, %pi, -1; selp.u32 {r}, 1, 0, %po; }}",
+            i = in(reg32) p as u32, r = out(reg32) r, options(nostack)
+        )
+    };
+    r != 0
+}
+
 /// `%globaltimer`: nanoseconds, coarse (about 1 µs resolution on Hopper).
 #[inline(always)]
 pub fn globaltimer() -> u64 {

@@ -51,11 +51,37 @@ impl Waiter {
     /// `p` must be a valid, 8-byte aligned flag written with release stores by peers.
     #[inline]
     pub unsafe fn wait_geq_acquire_sys(&self, p: *const u64, target: u64) -> Result<u64, WaitError> {
+        // SAFETY: caller contract: `p` is a valid, aligned flag.
+        unsafe { self.wait_geq_with(p, target, |p| arch::load_acquire_sys_u64(p)) }
+    }
+
+    /// As [`Self::wait_geq_acquire_sys`] with a relaxed load at system scope: the wait
+    /// orders nothing by itself (the caller adds a fence where it needs one).
+    ///
+    /// # Safety
+    /// `p` must be a valid, 8-byte aligned flag written with atomic stores by peers.
+    #[inline]
+    pub unsafe fn wait_geq_relaxed_sys(&self, p: *const u64, target: u64) -> Result<u64, WaitError> {
+        // SAFETY: caller contract: `p` is a valid, aligned flag.
+        unsafe { self.wait_geq_with(p, target, |p| arch::load_relaxed_sys_u64(p)) }
+    }
+
+    /// The loop behind the `wait_geq_*` functions, with the poll `load`.
+    ///
+    /// # Safety
+    /// `load(p)` must be sound to call (as the public callers' contracts make it).
+    #[inline(always)]
+    unsafe fn wait_geq_with(
+        &self,
+        p: *const u64,
+        target: u64,
+        load: impl Fn(*const u64) -> u64,
+    ) -> Result<u64, WaitError> {
         let mut spins: u32 = 0;
         let mut total: u32 = 0;
         let mut start: u64 = 0;
         loop {
-            let v = arch::load_acquire_sys_u64(p);
+            let v = load(p);
             if (v.wrapping_sub(target) as i64) >= 0 {
                 return Ok(v);
             }
