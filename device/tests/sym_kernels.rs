@@ -581,3 +581,130 @@ fn all_reduce_in_place() {
         }
     }
 }
+
+/// Inputs holding the Lamport sentinel patterns of every type: split-line types carry them
+/// unchanged (all-gather bit-exact), float lanes equal to the sentinel become the canonical
+/// NaN (reductions still give NaN).
+#[test]
+fn lamport_data_equal_to_the_sentinel() {
+    let mut c = Comm::new(3);
+    for dt in DataType::ALL {
+        let sz = dt.size();
+        let count = 24u64;
+        let o = Op {
+            kind: SYM_KIND_ALL_GATHER,
+            proto: SYM_PROTO_LAMPORT,
+            dtype: dt,
+            op: RedOp::Sum,
+            count,
+            scalar: 0,
+            send_off: 0,
+            recv_off: 0,
+            blocks: 2,
+        };
+        let pat: Vec<u8> = (0..count as usize * sz).map(|i| [0xFA, 0xFF][i % 2]).collect();
+        for r in 0..3 {
+            c.send.bytes(r, 0, pat.len()).copy_from_slice(&pat);
+            c.recv.bytes(r, 0, 3 * pat.len()).fill(OUT_POISON);
+        }
+        c.run(&o);
+        for r in 0..3 {
+            let out = c.recv.bytes(r, 0, 3 * pat.len()).to_vec();
+            for (e, got) in out.chunks(sz).enumerate() {
+                let want = &pat[(e % count as usize) * sz..][..sz];
+                if dt.is_float() && sz >= 2 {
+                    assert!(f_of(dt, got).is_nan(), "{dt:?} elem {e}: {got:?}");
+                } else {
+                    assert_eq!(got, want, "{dt:?} elem {e}");
+                }
+            }
+        }
+        let o = Op {
+            kind: SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            ..o
+        };
+        c.run(&o);
+        for r in 0..3 {
+            let out = c.recv.bytes(r, 0, pat.len()).to_vec();
+            for got in out.chunks(sz) {
+                if dt.is_float() && sz >= 2 {
+                    assert!(f_of(dt, got).is_nan(), "{dt:?} sum: {got:?}");
+                }
+            }
+        }
+    }
+}
+
+/// The LL tag generation wraps every 2^31 ops: start `seq` just before the wrap, with the
+/// mailbox full of stale lines carrying exactly the tags the next generation will use; the
+/// host's reset flag must clear them.
+#[test]
+fn ll_epoch_wrap() {
+    let mut rng = Rng(3);
+    let mut c = Comm::new(3);
+    let start = (1u64 << 31) - 3;
+    c.seq = start;
+    c.prev_ll = Some(start - 1);
+    let slot = sym_slot_lines(MAX_BYTES);
+    for r in 0..3 {
+        for b in 0..2u64 {
+            for s in 0..3u64 {
+                for i in 0..slot {
+                    // A stale line of op `2^31 + b` (same parity, same tag as a later one).
+                    let tag = sym_ll_tag((1u64 << 31) + 2 + b);
+                    let off = c.area[1] + sym_lines_offset(3) + ((b * 3 + s) * slot + i) * 16;
+                    let line = c.scratch.bytes(r, off, 16);
+                    for (w, v) in [0xDEAD_BEEFu32, tag, 0xDEAD_BEEF, tag].iter().enumerate() {
+                        line[4 * w..4 * w + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+        }
+    }
+    for _ in 0..10 {
+        let kind = [
+            SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            SYM_KIND_ALL_GATHER,
+            SYM_KIND_REDUCE_SCATTER,
+        ][rng.below(3) as usize];
+        let o = random_op(&mut rng, kind, SYM_PROTO_LL, DataType::I32);
+        run_checked(&mut c, &o, &mut rng, false);
+    }
+    assert!(c.seq > 1 << 31);
+}
+
+/// A missing peer: waits time out and name it; a raised abort flag ends waits too.
+#[test]
+fn timeout_and_abort_name_the_peer() {
+    for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+        let mut c = Comm::new(2);
+        c.timeout_ns = 50_000_000;
+        let o = Op {
+            kind: SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            proto,
+            dtype: DataType::F32,
+            op: RedOp::Sum,
+            count: 5,
+            scalar: 0,
+            send_off: 0,
+            recv_off: 0,
+            blocks: 1,
+        };
+        c.run_on(&o, &[0]);
+        let e = *c.errors[0];
+        assert_eq!(
+            (e.code, e.rank, e.peer),
+            (ERR_TIMEOUT, 0, 1),
+            "proto {proto}: {e:?}"
+        );
+        let mut c = Comm::new(2);
+        *c.abort = 1;
+        c.run_on(&o, &[1]);
+        let e = *c.errors[1];
+        assert_eq!(
+            (e.code, e.rank, e.peer),
+            (ERR_ABORTED, 1, 0),
+            "proto {proto}: {e:?}"
+        );
+    }
+}
