@@ -51,7 +51,7 @@ fn explore(n: usize, ops: usize, buffers: usize) -> Result<usize, String> {
                 let j = (step - peers) / 2;
                 let q = (r + 1 + j) % n;
                 let v = s.lines[r][b][q];
-                if (step - peers) % 2 == 0 {
+                if (step - peers).is_multiple_of(2) {
                     if v == 0 {
                         continue; // still polling
                     }

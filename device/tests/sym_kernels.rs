@@ -76,6 +76,7 @@ struct Comm {
     area: [u64; 3],
     seq: u64,
     prev_ll: Option<u64>,
+    #[allow(clippy::vec_box)] // stable addresses the kernels write through
     errors: Vec<Box<ErrorRecord>>,
     abort: Box<u32>,
     timeout_ns: u64,
