@@ -403,3 +403,6 @@ pub const COLL_ALL_GATHER_V: u32 = 9;
 
 mod p2p;
 pub use p2p::*;
+
+mod sym;
+pub use sym::*;

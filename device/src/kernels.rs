@@ -5,10 +5,12 @@ use crate::abi::{
     AllReduceArgs, CollArgs, DataType, P2pArgs, ALGO_LL, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL,
     COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
+use crate::abi::{SymArgs, SymInitArgs, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE};
 use crate::coll::all_reduce::all_reduce;
 use crate::coll::all_reduce_ll::all_reduce_ll;
 use crate::coll::lsa::{copy_coll, reduce_coll};
 use crate::coll::p2p::p2p;
+use crate::coll::sym::{sym_lamport, sym_lamport_init, sym_ll, sym_simple};
 use crate::exec::ExecCtx;
 use crate::ops::{Bf16, F16, F8E4M3, F8E5M2};
 
@@ -70,16 +72,137 @@ pub const EMPTY_KERNEL: &str = "oxccl_empty";
 /// PTX entry name of the send/recv kernel (one group launch of one rank, any data type).
 pub const P2P_KERNEL: &str = "oxccl_p2p";
 
+macro_rules! dtype_names {
+    ($prefix:literal) => {
+        [
+            concat!($prefix, "i8"),
+            concat!($prefix, "u8"),
+            concat!($prefix, "i32"),
+            concat!($prefix, "u32"),
+            concat!($prefix, "i64"),
+            concat!($prefix, "u64"),
+            concat!($prefix, "f16"),
+            concat!($prefix, "f32"),
+            concat!($prefix, "f64"),
+            concat!($prefix, "bf16"),
+            concat!($prefix, "f8e4m3"),
+            concat!($prefix, "f8e5m2"),
+        ]
+    };
+}
+
+/// PTX entry names of the Simple symmetric kernels (`SymArgs`, every `SYM_KIND_*`), indexed
+/// by [`DataType`] value.
+pub const SYM_SIMPLE_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_simple_");
+
+/// PTX entry names of the LL symmetric kernels (one-shot all-reduce, all-gather,
+/// reduce-scatter), indexed by [`DataType`] value.
+pub const SYM_LL_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_ll_");
+
+/// PTX entry names of the Lamport symmetric kernels (one-shot all-reduce, all-gather,
+/// reduce-scatter), indexed by [`DataType`] value.
+pub const SYM_LAMPORT_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_lamport_");
+
+/// PTX entry name of the kernel that poisons a Lamport scratch area once (`SymInitArgs`).
+pub const SYM_LAMPORT_INIT_KERNEL: &str = "oxccl_sym_lamport_init";
+
+/// PTX entry name of the symmetric kernel for protocol `proto` (`SYM_PROTO_*`) and `dtype`.
+pub fn sym_kernel_name(proto: u32, dtype: DataType) -> Option<&'static str> {
+    let table = match proto {
+        SYM_PROTO_SIMPLE => &SYM_SIMPLE_KERNELS,
+        SYM_PROTO_LL => &SYM_LL_KERNELS,
+        SYM_PROTO_LAMPORT => &SYM_LAMPORT_KERNELS,
+        _ => return None,
+    };
+    Some(table[dtype as usize])
+}
+
+/// Runs the symmetric kernel body of `args.proto` and `args.dtype` (the CPU backend's entry
+/// point); an unknown protocol or data type is recorded as an argument error.
+///
+/// # Safety
+/// As [`sym_simple`] / [`sym_ll`] / [`sym_lamport`]; `ctx` must be one block of the grid
+/// every rank launched.
+pub unsafe fn sym_dispatch(ctx: &ExecCtx, args: &SymArgs) {
+    macro_rules! by_dtype {
+        ($f:ident) => {
+            match DataType::from_u32(args.dtype) {
+                Some(DataType::I8) => $f::<i8>(ctx, args),
+                Some(DataType::U8) => $f::<u8>(ctx, args),
+                Some(DataType::I32) => $f::<i32>(ctx, args),
+                Some(DataType::U32) => $f::<u32>(ctx, args),
+                Some(DataType::I64) => $f::<i64>(ctx, args),
+                Some(DataType::U64) => $f::<u64>(ctx, args),
+                Some(DataType::F16) => $f::<F16>(ctx, args),
+                Some(DataType::F32) => $f::<f32>(ctx, args),
+                Some(DataType::F64) => $f::<f64>(ctx, args),
+                Some(DataType::Bf16) => $f::<Bf16>(ctx, args),
+                Some(DataType::F8E4M3) => $f::<F8E4M3>(ctx, args),
+                Some(DataType::F8E5M2) => $f::<F8E5M2>(ctx, args),
+                // The proto check inside reports it; u8 stands in for the unknown type.
+                None => sym_bad_dtype(ctx, args),
+            }
+        };
+    }
+    match args.proto {
+        SYM_PROTO_SIMPLE => by_dtype!(sym_simple),
+        SYM_PROTO_LL => by_dtype!(sym_ll),
+        SYM_PROTO_LAMPORT => by_dtype!(sym_lamport),
+        _ => sym_bad_dtype(ctx, args),
+    }
+}
+
+/// Record an unknown data type or protocol.
+unsafe fn sym_bad_dtype(ctx: &ExecCtx, args: &SymArgs) {
+    if ctx.thread == 0 {
+        crate::prims::wait::report_error(
+            args.error,
+            crate::abi::ERR_MISMATCH,
+            args.scratch.rank,
+            u32::MAX,
+            ctx.block,
+            args.seq,
+            ((args.proto as u64) << 32) | args.dtype as u64,
+        );
+    }
+}
+
+/// Runs the Lamport init kernel body (the CPU backend's entry point).
+///
+/// # Safety
+/// As [`sym_lamport_init`].
+pub unsafe fn sym_lamport_init_dispatch(ctx: &ExecCtx, args: &SymInitArgs) {
+    sym_lamport_init(ctx, args)
+}
+
+/// The symmetric kernels (every family, every data type; the init kernel is not hot).
+pub const SYM_KERNELS: [&str; 36] = {
+    let mut all = [""; 36];
+    let mut i = 0;
+    while i < 12 {
+        all[i] = SYM_SIMPLE_KERNELS[i];
+        all[12 + i] = SYM_LL_KERNELS[i];
+        all[24 + i] = SYM_LAMPORT_KERNELS[i];
+        i += 1;
+    }
+    all
+};
+
 /// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas): every
-/// kernel above.
+/// kernel above but the Lamport init.
 pub const HOT_KERNELS: &[&str] = &{
-    let mut all = [""; 38];
+    let mut all = [""; 38 + 36];
     let mut i = 0;
     while i < 12 {
         all[i] = ALL_REDUCE_KERNELS[i];
         all[12 + i] = REDUCE_COLL_KERNELS[i];
         all[26 + i] = ALL_REDUCE_LL_KERNELS[i];
         i += 1;
+    }
+    let mut j = 0;
+    while j < 36 {
+        all[38 + j] = SYM_KERNELS[j];
+        j += 1;
     }
     all[24] = COPY_COLL_KERNEL;
     all[25] = P2P_KERNEL;
@@ -310,4 +433,44 @@ mod gpu {
     reduce_coll_kernel!(oxccl_reduce_coll_bf16, Bf16);
     reduce_coll_kernel!(oxccl_reduce_coll_f8e4m3, F8E4M3);
     reduce_coll_kernel!(oxccl_reduce_coll_f8e5m2, F8E5M2);
+
+    macro_rules! sym_kernels {
+        ($($simple:ident, $ll:ident, $lamport:ident, $t:ty;)*) => {$(
+            /// Simple symmetric kernel entry (kind and operator are run-time arguments).
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $simple(args: SymArgs) {
+                sym_simple::<$t>(&ExecCtx::current(), &args)
+            }
+            /// LL symmetric kernel entry (kind and operator are run-time arguments).
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $ll(args: SymArgs) {
+                sym_ll::<$t>(&ExecCtx::current(), &args)
+            }
+            /// Lamport symmetric kernel entry (kind and operator are run-time arguments).
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $lamport(args: SymArgs) {
+                sym_lamport::<$t>(&ExecCtx::current(), &args)
+            }
+        )*};
+    }
+    sym_kernels! {
+        oxccl_sym_simple_i8, oxccl_sym_ll_i8, oxccl_sym_lamport_i8, i8;
+        oxccl_sym_simple_u8, oxccl_sym_ll_u8, oxccl_sym_lamport_u8, u8;
+        oxccl_sym_simple_i32, oxccl_sym_ll_i32, oxccl_sym_lamport_i32, i32;
+        oxccl_sym_simple_u32, oxccl_sym_ll_u32, oxccl_sym_lamport_u32, u32;
+        oxccl_sym_simple_i64, oxccl_sym_ll_i64, oxccl_sym_lamport_i64, i64;
+        oxccl_sym_simple_u64, oxccl_sym_ll_u64, oxccl_sym_lamport_u64, u64;
+        oxccl_sym_simple_f16, oxccl_sym_ll_f16, oxccl_sym_lamport_f16, F16;
+        oxccl_sym_simple_f32, oxccl_sym_ll_f32, oxccl_sym_lamport_f32, f32;
+        oxccl_sym_simple_f64, oxccl_sym_ll_f64, oxccl_sym_lamport_f64, f64;
+        oxccl_sym_simple_bf16, oxccl_sym_ll_bf16, oxccl_sym_lamport_bf16, Bf16;
+        oxccl_sym_simple_f8e4m3, oxccl_sym_ll_f8e4m3, oxccl_sym_lamport_f8e4m3, F8E4M3;
+        oxccl_sym_simple_f8e5m2, oxccl_sym_ll_f8e5m2, oxccl_sym_lamport_f8e5m2, F8E5M2;
+    }
+
+    /// Lamport scratch init kernel entry: poisons a rank's own Lamport lines once.
+    #[no_mangle]
+    pub unsafe extern "ptx-kernel" fn oxccl_sym_lamport_init(args: SymInitArgs) {
+        sym_lamport_init(&ExecCtx::current(), &args)
+    }
 }

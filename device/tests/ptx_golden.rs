@@ -84,7 +84,10 @@ fn each_primitive_is_its_instruction() {
 fn all_reduce_kernels_use_the_protocol_instructions() {
     let ptx = ptx();
     let f = functions(&ptx);
-    for k in oxccl_device::kernels::HOT_KERNELS {
+    for k in oxccl_device::kernels::HOT_KERNELS
+        .iter()
+        .filter(|k| !k.starts_with("oxccl_sym_"))
+    {
         let body = f
             .get(*k)
             .unwrap_or_else(|| panic!("kernel {k} missing from the PTX"));
@@ -167,5 +170,53 @@ fn p2p_kernel_uses_its_protocol_instructions() {
     assert!(
         body.contains("ld.param"),
         "{k} does not read its parameters in place"
+    );
+}
+
+/// The symmetric kernels: Simple moves payload with 16-byte weak vectors between
+/// release/acquire barriers; LL and Lamport lines are one 16-byte volatile store and poll;
+/// Lamport fences before its stores; every family polls the abort flag and the timer.
+#[test]
+fn sym_kernels_use_their_protocol_instructions() {
+    use oxccl_device::kernels::{SYM_KERNELS, SYM_LAMPORT_KERNELS, SYM_LL_KERNELS, SYM_SIMPLE_KERNELS};
+    let ptx = ptx();
+    let f = functions(&ptx);
+    for k in SYM_KERNELS {
+        let body = f
+            .get(k)
+            .unwrap_or_else(|| panic!("kernel {k} missing from the PTX (regenerate ptx/)"));
+        let mut want = vec!["ld.volatile.u32", "%globaltimer"];
+        if SYM_SIMPLE_KERNELS.contains(&k) {
+            want.extend([
+                "ld.v4.u32",
+                "st.v4.u32",
+                "ld.acquire.sys.u64",
+                "st.release.sys.u64",
+                "fence.acq_rel.sys",
+            ]);
+        }
+        if SYM_LL_KERNELS.contains(&k) {
+            want.extend(["st.volatile.v4.u32", "ld.volatile.v4.u32", "ld.acquire.sys.u64"]);
+        }
+        if SYM_LAMPORT_KERNELS.contains(&k) {
+            want.extend(["st.volatile.v4.u32", "ld.volatile.v4.u32", "fence.acq_rel.sys"]);
+        }
+        for ins in want {
+            assert!(body.contains(ins), "kernel {k} lacks {ins}");
+        }
+        assert!(
+            !body.contains("__local_depot"),
+            "kernel {k} uses a local-memory stack frame"
+        );
+        let decl = format!(
+            ".param .align 8 .b8 {k}_param_0[{}]",
+            core::mem::size_of::<oxccl_device::abi::SymArgs>()
+        );
+        assert!(ptx.contains(&decl), "{k}: expected `{decl}`");
+    }
+    let init = oxccl_device::kernels::SYM_LAMPORT_INIT_KERNEL;
+    assert!(
+        f.get(init).is_some_and(|b| b.contains("st.volatile.v4.u32")),
+        "{init}"
     );
 }

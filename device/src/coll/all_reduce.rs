@@ -21,10 +21,10 @@
 //! algorithm) with every peer's; a mismatch is reported with the peer's rank and the call
 //! does nothing rather than reading out of bounds.
 
-use crate::abi::{AllReduceArgs, RedOp, SyncLine, ALGO_ONE_SHOT, ERR_MISMATCH};
+use crate::abi::{AllReduceArgs, SyncLine, ALGO_ONE_SHOT, ERR_MISMATCH};
 use crate::coll::reduce_copy::{reduce_copy, Addrs, Field};
 use crate::exec::ExecCtx;
-use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Reduce, Sum};
+use crate::ops::{with_op, Elem, OpBody, Reduce};
 use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, wait_payload_local, Payload};
 use crate::prims::wait::{failed_before, report_error};
 
@@ -58,24 +58,16 @@ pub unsafe fn all_reduce<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
 /// The body of [`all_reduce`], on the epoch base the device keeps (`crate::prims::epoch`).
 #[inline(always)]
 unsafe fn all_reduce_at<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
-    match RedOp::from_u32(a.op) {
-        Some(RedOp::Sum) => run::<T, Sum>(ctx, a, Sum),
-        Some(RedOp::Prod) => run::<T, Prod>(ctx, a, Prod),
-        Some(RedOp::Min) => run::<T, Min>(ctx, a, Min),
-        Some(RedOp::Max) => run::<T, Max>(ctx, a, Max),
-        Some(RedOp::Avg) => run::<T, Avg>(
-            ctx,
-            a,
-            Avg {
-                nranks: a.comm.nranks,
-            },
-        ),
-        Some(RedOp::PreMulSum) => {
-            let s = T::from_le_u64(a.scalar).to_acc();
-            run::<T, PreMulSum<T::Acc>>(ctx, a, PreMulSum { scalar: s })
+    struct Body<'a>(&'a ExecCtx, &'a AllReduceArgs);
+    impl<T: Elem> OpBody<T> for Body<'_> {
+        #[inline(always)]
+        unsafe fn run<O: Reduce<T>>(self, op: O) {
+            run::<T, O>(self.0, self.1, op)
         }
+    }
+    if !with_op::<T, _>(a.op, a.comm.nranks, a.scalar, Body(ctx, a)) {
         // The host validates the operator; a bad value is a fingerprint-level mismatch.
-        None => report_error(
+        report_error(
             a.comm.error,
             ERR_MISMATCH,
             a.comm.rank,
@@ -83,7 +75,7 @@ unsafe fn all_reduce_at<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
             ctx.block,
             a.epoch,
             a.op as u64,
-        ),
+        )
     }
 }
 

@@ -23,10 +23,10 @@
 //! Every wait polls the abort flag and a deadline; errors are recorded as by the other
 //! kernels (first error of the rank wins, naming the peer, the block and the entry epoch).
 
-use crate::abi::{AllReduceArgs, RedOp, SyncLine, ERR_MISMATCH, LL_FLAG_RESET};
+use crate::abi::{AllReduceArgs, SyncLine, ERR_MISMATCH, LL_FLAG_RESET};
 use crate::arch;
 use crate::exec::ExecCtx;
-use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Reduce, Sum};
+use crate::ops::{with_op, Elem, OpBody, Reduce};
 use crate::prims::barrier::{arrive, inbox_of, line_addr, wait, wait_payload, Payload};
 use crate::prims::ll::{self, LlWaitError, LINE_DATA};
 use crate::prims::wait::{failed_before, report_error, WaitError, Waiter};
@@ -52,23 +52,15 @@ pub unsafe fn all_reduce_ll<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
 /// The body of [`all_reduce_ll`], on the epoch base the device keeps (`crate::prims::epoch`).
 #[inline(always)]
 unsafe fn all_reduce_ll_at<T: Elem>(ctx: &ExecCtx, a: &AllReduceArgs) {
-    match RedOp::from_u32(a.op) {
-        Some(RedOp::Sum) => run::<T, Sum>(ctx, a, Sum),
-        Some(RedOp::Prod) => run::<T, Prod>(ctx, a, Prod),
-        Some(RedOp::Min) => run::<T, Min>(ctx, a, Min),
-        Some(RedOp::Max) => run::<T, Max>(ctx, a, Max),
-        Some(RedOp::Avg) => run::<T, Avg>(
-            ctx,
-            a,
-            Avg {
-                nranks: a.comm.nranks,
-            },
-        ),
-        Some(RedOp::PreMulSum) => {
-            let s = T::from_le_u64(a.scalar).to_acc();
-            run::<T, PreMulSum<T::Acc>>(ctx, a, PreMulSum { scalar: s })
+    struct Body<'a>(&'a ExecCtx, &'a AllReduceArgs);
+    impl<T: Elem> OpBody<T> for Body<'_> {
+        #[inline(always)]
+        unsafe fn run<O: Reduce<T>>(self, op: O) {
+            run::<T, O>(self.0, self.1, op)
         }
-        None => bad_arg(ctx, a, a.op as u64),
+    }
+    if !with_op::<T, _>(a.op, a.comm.nranks, a.scalar, Body(ctx, a)) {
+        bad_arg(ctx, a, a.op as u64)
     }
 }
 

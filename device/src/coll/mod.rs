@@ -14,3 +14,4 @@ pub mod reduce;
 mod reduce_copy;
 pub mod reduce_scatter;
 pub mod scatter;
+pub mod sym;

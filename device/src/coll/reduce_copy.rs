@@ -35,8 +35,11 @@ pub struct Addrs {
     pub lines: *const SyncLine,
     /// Which field of those lines.
     pub field: Field,
-    /// Byte offset added to every address read from `lines` (already added in `first`).
+    /// Byte offset added to every address read from `lines` (already added in `first`);
+    /// for a window side (`lines` null), the address of rank 0's byte instead.
     pub offset: u64,
+    /// Window side only: the distance between consecutive ranks' addresses.
+    pub win_stride: u64,
 }
 
 impl Addrs {
@@ -50,6 +53,29 @@ impl Addrs {
             lines: core::ptr::null(),
             field: Field::Recv,
             offset: 0,
+            win_stride: 0,
+        }
+    }
+
+    /// The same byte of `n` ranks' copies of a window: rank `q`'s at `base + q * stride`
+    /// (wrapping), the first `FAN` computed now (see `crate::api::abi::WindowDesc`).
+    #[inline(always)]
+    pub fn window(base: u64, stride: u64, n: u32) -> Self {
+        let mut first = [0; FAN];
+        let mut q = 0;
+        while q < FAN {
+            if (q as u32) < n {
+                first[q] = base.wrapping_add((q as u64).wrapping_mul(stride));
+            }
+            q += 1;
+        }
+        Addrs {
+            first,
+            n,
+            lines: core::ptr::null(),
+            field: Field::Recv,
+            offset: base,
+            win_stride: stride,
         }
     }
 
@@ -83,12 +109,16 @@ impl Addrs {
             lines,
             field,
             offset,
+            win_stride: 0,
         }
     }
 
     /// Address `i >= FAN`, read from the lines.
     #[inline(always)]
     unsafe fn far(&self, i: u32) -> u64 {
+        if self.lines.is_null() {
+            return self.offset.wrapping_add((i as u64).wrapping_mul(self.win_stride));
+        }
         Self::read(self.lines, i, self.field) + self.offset
     }
 

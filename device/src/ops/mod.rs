@@ -17,8 +17,10 @@
 //!   integers).
 //! - `Min`/`Max` on floats follow IEEE `minNum`/`maxNum`: a NaN input loses to a number.
 
+pub mod dispatch;
 pub mod elem;
 mod red;
 
+pub use dispatch::{with_op, OpBody};
 pub use elem::{Bf16, Elem, F16, F8E4M3, F8E5M2};
 pub use red::{Avg, Max, Min, PreMulSum, Prod, Reduce, Sum};

@@ -1,0 +1,243 @@
+//! Arguments and scratch layout of the symmetric kernels (`crate::coll::sym`): collectives
+//! over buffers in registered windows, where peer `q`'s copy of a window byte is reached by
+//! pointer arithmetic ([`WindowDesc`]: `local + (q - rank) * stride + offset`, wrapping).
+//!
+//! # `SymArgs` layout (byte offsets, 248 bytes, 8-byte aligned, no implicit padding)
+//! ```text
+//!   0 header          Header {size, version}
+//!   8 kind            u32  SYM_KIND_*
+//!  12 proto           u32  SYM_PROTO_*
+//!  16 send            WindowDesc (48)   the input's window (Simple reads peers' copies)
+//!  64 recv            WindowDesc (48)   the output's window (Simple writes peers' copies)
+//! 112 scratch         WindowDesc (48)   comm-owned window: barrier lines, LL/Lamport lines
+//! 160 send_offset     u64  byte offset of the input in `send`
+//! 168 recv_offset     u64  byte offset of the output in `recv`
+//! 176 scratch_offset  u64  byte offset of this protocol's scratch area in `scratch`
+//! 184 count           u64  elements, as NCCL counts them (see `count`)
+//! 192 dtype           u32  DataType value
+//! 196 op              u32  RedOp value
+//! 200 scalar          u64  PreMulSum scalar (little-endian bytes of one element)
+//! 208 seq             u64  the op's sequence number on this communicator (see `seq`)
+//! 216 abort_flag      u64  *const u32, host-written, non-zero = abort every wait
+//! 224 timeout_ns      u64  give up a wait after this long (0 = never)
+//! 232 error           u64  *mut ErrorRecord of this rank
+//! 240 slot_lines      u32  16-byte lines per (buffer, source) slot of the area
+//! 244 flags           u32  SYM_FLAG_*
+//! ```
+//!
+//! # Scratch area of one protocol (at `scratch_offset` in every rank's scratch copy)
+//! ```text
+//! 0                        barrier lines  [MAX_BLOCKS][nranks] u64, line (b, s) written
+//!                                         only by block b of rank s (epochs)
+//! sym_lines_offset(n)      mailbox lines  LL: [2 parities][nranks sources][slot_lines]
+//!                                         Lamport: [3 buffers][nranks sources][slot_lines]
+//! sym_scratch_bytes(..)    end
+//! ```
+//! Every rank uses the same offsets (they depend on `nranks` and the capacity only). The
+//! area starts zeroed. An LL area needs nothing more. A Lamport area must be poisoned once
+//! before its first use: every rank runs the init kernel (`oxccl_sym_lamport_init`, CPU:
+//! `kernels::sym_lamport_init_dispatch`) on its own copy, waits for it, and then the ranks
+//! meet at a host barrier (so that no peer stores data before the poison landed). A Simple
+//! area is only barrier lines.
+
+use rustacuda_core::DeviceCopy;
+
+use super::{Header, MAX_BLOCKS};
+use crate::api::abi::WindowDesc;
+
+/// All-reduce, one-shot: every rank reads (Simple) or receives (LL, Lamport) every rank's
+/// whole input and reduces all of it. `count` = elements per rank.
+pub const SYM_KIND_ALL_REDUCE_ONE_SHOT: u32 = 0;
+/// All-reduce, two-shot (Simple only): rank `r` pulls chunk `r` from every rank's input,
+/// reduces, and pushes the result into chunk `r` of every rank's output.
+pub const SYM_KIND_ALL_REDUCE_TWO_SHOT: u32 = 1;
+/// All-gather by pushes: every rank stores its input into block `rank` of every rank's
+/// output. `count` = elements of each rank's input (the output holds `nranks * count`).
+pub const SYM_KIND_ALL_GATHER: u32 = 2;
+/// Reduce-scatter by pull-reduce: rank `r` reduces block `r` of every rank's input into its
+/// output. `count` = elements of the output (the input holds `nranks * count`).
+pub const SYM_KIND_REDUCE_SCATTER: u32 = 3;
+
+/// Plain loads and stores over the window buffers, bracketed by barriers.
+pub const SYM_PROTO_SIMPLE: u32 = 0;
+/// Epoch-tagged, double-buffered mailbox lines in scratch (8 data bytes per line).
+pub const SYM_PROTO_LL: u32 = 1;
+/// Sentinel-poisoned, triple-buffered lines in scratch (16 or 8 data bytes per line).
+pub const SYM_PROTO_LAMPORT: u32 = 2;
+
+/// [`SymArgs::flags`]: clear this rank's LL mailbox between two barriers before the op,
+/// because its tag generation ([`sym_ll_generation`]) differs from the one of the
+/// communicator's previous LL op (see [`sym_ll_needs_reset`]).
+pub const SYM_FLAG_LL_RESET: u32 = 1;
+
+/// Arguments of the symmetric kernels, passed by value (layout in the module doc).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymArgs {
+    pub header: Header,
+    /// `SYM_KIND_*`.
+    pub kind: u32,
+    /// `SYM_PROTO_*`.
+    pub proto: u32,
+    /// The input's window. Simple reads peers' copies at `send_offset`; LL and Lamport only
+    /// read this rank's own copy (`send.local + send_offset`), so for them any buffer will
+    /// do (a descriptor with `local` set and `stride` 0).
+    pub send: WindowDesc,
+    /// The output's window (same rules as `send`).
+    pub recv: WindowDesc,
+    /// The communicator's scratch window; `scratch.rank` / `scratch.nranks` are this rank
+    /// and the rank count of the collective.
+    pub scratch: WindowDesc,
+    pub send_offset: u64,
+    pub recv_offset: u64,
+    /// Offset of this protocol's area (layout in the module doc).
+    pub scratch_offset: u64,
+    /// Elements: all-reduce per rank, all-gather per input, reduce-scatter per output.
+    pub count: u64,
+    /// [`super::DataType`] value.
+    pub dtype: u32,
+    /// [`super::RedOp`] value (ignored by the all-gather).
+    pub op: u32,
+    /// PreMulSum scalar: the little-endian bytes of one element of `dtype`.
+    pub scalar: u64,
+    /// The op's sequence number: the host counts every symmetric op of the communicator
+    /// (0, 1, 2, ...; the same on every rank). Barrier epochs (`2 seq + 1`, `2 seq + 2`),
+    /// the LL parity and tag and the Lamport buffer (`seq % 3`) derive from it.
+    pub seq: u64,
+    pub abort_flag: u64,
+    pub timeout_ns: u64,
+    pub error: u64,
+    /// LL and Lamport: lines per (buffer, source) slot, [`sym_slot_lines`] of the area's
+    /// capacity. Ops whose per-rank payload exceeds `8 * slot_lines` bytes are refused.
+    pub slot_lines: u32,
+    /// `SYM_FLAG_*`.
+    pub flags: u32,
+}
+
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<SymArgs>() == 248 && align_of::<SymArgs>() == 8);
+    assert!(offset_of!(SymArgs, send) == 16 && offset_of!(SymArgs, recv) == 64);
+    assert!(offset_of!(SymArgs, scratch) == 112 && offset_of!(SymArgs, send_offset) == 160);
+    assert!(offset_of!(SymArgs, count) == 184 && offset_of!(SymArgs, dtype) == 192);
+    assert!(offset_of!(SymArgs, seq) == 208 && offset_of!(SymArgs, error) == 232);
+    assert!(offset_of!(SymArgs, slot_lines) == 240 && offset_of!(SymArgs, flags) == 244);
+};
+
+// SAFETY: plain-old-data of integers (addresses as u64 values), valid for any bit pattern.
+unsafe impl DeviceCopy for SymArgs {}
+
+/// Bytes of one mailbox line.
+pub const SYM_LINE_BYTES: u64 = 16;
+
+/// LL and Lamport buffers per area.
+pub const fn sym_buffers(proto: u32) -> u64 {
+    match proto {
+        SYM_PROTO_LL => 2,
+        SYM_PROTO_LAMPORT => 3,
+        _ => 0,
+    }
+}
+
+/// Lines per (buffer, source) slot for a capacity of `max_bytes` per rank and op (the
+/// all-reduce's input, the all-gather's input, the reduce-scatter's output): 8 data bytes
+/// per line, the densest format's worst case (LL lines and the split Lamport lines).
+pub const fn sym_slot_lines(max_bytes: u64) -> u64 {
+    max_bytes.div_ceil(8)
+}
+
+/// Bytes of the barrier lines of an area.
+pub const fn sym_barrier_bytes(nranks: u32) -> u64 {
+    (MAX_BLOCKS as u64) * nranks as u64 * 8
+}
+
+/// Offset of the mailbox lines in an area (after the barrier lines, 4096-aligned).
+pub const fn sym_lines_offset(nranks: u32) -> u64 {
+    sym_barrier_bytes(nranks).div_ceil(4096) * 4096
+}
+
+/// Bytes of the scratch area that `kind` in protocol `proto` needs on an `nranks`
+/// communicator for ops of up to `max_bytes` per rank (see [`sym_slot_lines`]); 0 for a
+/// combination that has no kernel (the two-shot all-reduce runs in Simple only).
+pub const fn sym_scratch_bytes(kind: u32, proto: u32, nranks: u32, max_bytes: u64) -> u64 {
+    if kind > SYM_KIND_REDUCE_SCATTER || proto > SYM_PROTO_LAMPORT {
+        return 0;
+    }
+    if kind == SYM_KIND_ALL_REDUCE_TWO_SHOT && proto != SYM_PROTO_SIMPLE {
+        return 0;
+    }
+    let lines = sym_buffers(proto) * nranks as u64 * sym_slot_lines(max_bytes) * SYM_LINE_BYTES;
+    sym_lines_offset(nranks) + lines
+}
+
+/// LL tag of op `seq`: odd (never the 0 of fresh memory), unique among the `2^31`
+/// consecutive ops of one generation.
+#[inline(always)]
+pub const fn sym_ll_tag(seq: u64) -> u32 {
+    ((seq as u32) << 1) | 1
+}
+
+/// LL generation of op `seq`: tags repeat only across generations.
+#[inline(always)]
+pub const fn sym_ll_generation(seq: u64) -> u64 {
+    seq >> 31
+}
+
+/// Whether the LL op `seq` must carry [`SYM_FLAG_LL_RESET`], given the sequence number of
+/// the communicator's previous LL op on the same area (`None` if there was none: the area
+/// is still zeroed).
+pub const fn sym_ll_needs_reset(prev_ll_seq: Option<u64>, seq: u64) -> bool {
+    match prev_ll_seq {
+        Some(p) => sym_ll_generation(p) != sym_ll_generation(seq),
+        None => false,
+    }
+}
+
+/// The LL parity (mailbox half) of op `seq`.
+#[inline(always)]
+pub const fn sym_ll_parity(seq: u64) -> u64 {
+    seq & 1
+}
+
+/// The Lamport buffer of op `seq`.
+#[inline(always)]
+pub const fn sym_lamport_buffer(seq: u64) -> u64 {
+    seq % 3
+}
+
+/// Barrier epochs of op `seq`: entry and exit.
+#[inline(always)]
+pub const fn sym_epochs(seq: u64) -> (u64, u64) {
+    (
+        seq.wrapping_mul(2).wrapping_add(1),
+        seq.wrapping_mul(2).wrapping_add(2),
+    )
+}
+
+/// Arguments of the Lamport init kernel: poison `lines` 16-byte lines at `base` (a rank's
+/// own copy of a Lamport area's mailbox lines: `scratch.local + scratch_offset +
+/// sym_lines_offset(nranks)`, `3 * nranks * slot_lines` lines).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymInitArgs {
+    pub header: Header,
+    pub base: u64,
+    pub lines: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<SymInitArgs>() == 24);
+
+// SAFETY: plain-old-data of integers.
+unsafe impl DeviceCopy for SymInitArgs {}
+
+impl SymInitArgs {
+    /// The init arguments for the Lamport area at `offset` in the scratch window `w`,
+    /// of `slot_lines` lines per slot.
+    pub fn for_area(w: &WindowDesc, offset: u64, slot_lines: u64) -> Self {
+        SymInitArgs {
+            header: Header::of::<SymInitArgs>(),
+            base: w.local + offset + sym_lines_offset(w.nranks),
+            lines: 3 * w.nranks as u64 * slot_lines,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The LSA barrier of the symmetric kernels, on the barrier lines of the scratch area:
+//! `[MAX_BLOCKS][nranks]` u64 epochs in every rank's copy, line `(b, s)` written only by
+//! block `b` of rank `s`.
+//!
+//! - [`arrive`]`(e)` by block `b` of rank `s`: `bar.sync` (the block's earlier loads and
+//!   stores are done), then thread `t < nranks`: `fence.acq_rel.sys` and `st.release.sys.u64`
+//!   of `e` into line `(b, s)` of rank `t`'s copy.
+//! - [`wait`]`(e)`: thread `t < nranks` spins with `ld.acquire.sys.u64` on line `(b, t)` of
+//!   its own copy until it reads `>= e` (rolling compare), then `bar.sync` with an
+//!   or-reduction of the failures. After it, the block sees everything the peers' blocks
+//!   did before they arrived (release/acquire at system scope, cumulative, extended to the
+//!   block by `bar.sync`).
+//!
+//! Epochs come from the op's sequence number ([`crate::abi::sym_epochs`]: `2 seq + 1` at
+//! entry, `2 seq + 2` at exit): they only grow, so a line never needs a reset, and an
+//! arrival for a later op (a peer that overtook) satisfies a wait for an earlier one, which
+//! is harmless because that peer passed this op's exit barrier, which needed our arrival.
+
+use super::SymCtx;
+use crate::arch;
+
+/// Line `(block, src)` of the barrier lines in rank `q`'s copy of the area.
+#[inline(always)]
+fn line(c: &SymCtx, q: u32, block: u32, src: u32) -> *mut u64 {
+    c.area_of(q, (block as u64 * c.n as u64 + src as u64) * 8) as *mut u64
+}
+
+/// Arrive at `epoch`.
+///
+/// # Safety
+/// Called by every thread of the block; the area must be valid in every rank's copy.
+#[inline(always)]
+pub unsafe fn arrive(c: &SymCtx, epoch: u64) {
+    c.ctx.sync_threads();
+    let mut t = c.ctx.thread;
+    while t < c.n {
+        arch::fence_acq_rel_sys();
+        arch::store_release_sys_u64(line(c, t, c.ctx.block, c.me), epoch);
+        t += c.ctx.block_dim;
+    }
+}
+
+/// Wait until every rank's block arrived at `epoch`; `false` (in every thread of the block)
+/// after recording the error when a wait was aborted or timed out.
+///
+/// # Safety
+/// Called by every thread of the block; the area must be valid in this rank's copy.
+#[inline(always)]
+pub unsafe fn wait(c: &SymCtx, epoch: u64) -> bool {
+    let mut failed = false;
+    let mut t = c.ctx.thread;
+    while t < c.n {
+        if let Err(e) = c
+            .waiter
+            .wait_geq_acquire_sys(line(c, c.me, c.ctx.block, t), epoch)
+        {
+            c.wait_failed(t, e);
+            failed = true;
+            break;
+        }
+        t += c.ctx.block_dim;
+    }
+    !c.ctx.sync_threads_or(failed)
+}
+
+/// [`arrive`] then [`wait`].
+///
+/// # Safety
+/// As both.
+#[inline(always)]
+pub unsafe fn sync(c: &SymCtx, epoch: u64) -> bool {
+    arrive(c, epoch);
+    wait(c, epoch)
+}

@@ -1,0 +1,128 @@
+//! What every symmetric kernel derives from its arguments: the rank, the rank count, the
+//! addresses of the scratch area in every rank's copy, the wait policy, and the error
+//! reports.
+
+use crate::abi::{
+    sym_lines_offset, SymArgs, ERR_MISMATCH, MAX_BLOCKS, MAX_LOCAL_RANKS, SYM_KIND_ALL_REDUCE_TWO_SHOT,
+    SYM_KIND_REDUCE_SCATTER, SYM_LINE_BYTES, SYM_PROTO_SIMPLE,
+};
+use crate::api::abi::WindowDesc;
+use crate::exec::ExecCtx;
+use crate::prims::wait::{report_error, WaitError, Waiter};
+
+/// One block's view of one symmetric op.
+pub struct SymCtx<'a> {
+    pub ctx: &'a ExecCtx,
+    pub a: &'a SymArgs,
+    /// This rank and the rank count (from the scratch window).
+    pub me: u32,
+    pub n: u32,
+    pub waiter: Waiter,
+}
+
+/// Address of byte `off` of rank `q`'s copy of window `w` (wrapping arithmetic, as the
+/// window layout defines it).
+#[inline(always)]
+pub fn peer_addr(w: &WindowDesc, q: u32, off: u64) -> u64 {
+    let d = (q as u64).wrapping_sub(w.rank as u64).wrapping_mul(w.stride);
+    w.local.wrapping_add(d).wrapping_add(off)
+}
+
+impl<'a> SymCtx<'a> {
+    /// The context of `a`, or `None` (after reporting an argument error) when the arguments
+    /// cannot be run by the `proto` family: unknown kind, two-shot outside Simple, no
+    /// ranks, too many ranks or blocks.
+    ///
+    /// # Safety
+    /// `a.error` must be a valid record or 0.
+    #[inline(always)]
+    pub unsafe fn new(ctx: &'a ExecCtx, a: &'a SymArgs, proto: u32) -> Option<Self> {
+        let c = SymCtx {
+            ctx,
+            a,
+            me: a.scratch.rank,
+            n: a.scratch.nranks,
+            waiter: Waiter {
+                abort_flag: a.abort_flag,
+                timeout_ns: a.timeout_ns,
+            },
+        };
+        let bad_kind = a.kind > SYM_KIND_REDUCE_SCATTER
+            || (a.kind == SYM_KIND_ALL_REDUCE_TWO_SHOT && proto != SYM_PROTO_SIMPLE);
+        if bad_kind || a.proto != proto {
+            c.bad_arg(((a.kind as u64) << 32) | a.proto as u64);
+            return None;
+        }
+        if c.n == 0 || c.n as usize > MAX_LOCAL_RANKS || c.me >= c.n || ctx.block as usize >= MAX_BLOCKS {
+            c.bad_arg(c.n as u64);
+            return None;
+        }
+        Some(c)
+    }
+
+    /// Report an argument the host should have rejected, as a mismatch without a peer.
+    ///
+    /// # Safety
+    /// `a.error` must be a valid record or 0.
+    #[inline(always)]
+    pub unsafe fn bad_arg(&self, detail: u64) {
+        if self.ctx.thread == 0 {
+            report_error(
+                self.a.error,
+                ERR_MISMATCH,
+                self.me,
+                u32::MAX,
+                self.ctx.block,
+                self.a.seq,
+                detail,
+            );
+        }
+    }
+
+    /// Record that a wait for `peer` failed.
+    ///
+    /// # Safety
+    /// `a.error` must be a valid record or 0.
+    #[inline(always)]
+    pub unsafe fn wait_failed(&self, peer: u32, e: WaitError) {
+        let last = match e {
+            WaitError::Timeout { last } => last,
+            WaitError::Aborted => 0,
+        };
+        report_error(
+            self.a.error,
+            e.code(),
+            self.me,
+            peer,
+            self.ctx.block,
+            self.a.seq,
+            last,
+        );
+    }
+
+    /// Byte `off` of this op's input in rank `q`'s copy.
+    #[inline(always)]
+    pub fn send_of(&self, q: u32, off: u64) -> u64 {
+        peer_addr(&self.a.send, q, self.a.send_offset.wrapping_add(off))
+    }
+
+    /// Byte `off` of this op's output in rank `q`'s copy.
+    #[inline(always)]
+    pub fn recv_of(&self, q: u32, off: u64) -> u64 {
+        peer_addr(&self.a.recv, q, self.a.recv_offset.wrapping_add(off))
+    }
+
+    /// Byte `off` of the scratch area in rank `q`'s copy.
+    #[inline(always)]
+    pub fn area_of(&self, q: u32, off: u64) -> u64 {
+        peer_addr(&self.a.scratch, q, self.a.scratch_offset.wrapping_add(off))
+    }
+
+    /// Line `i` of slot `(buffer, src)` of the mailbox in rank `q`'s copy.
+    #[inline(always)]
+    pub fn line_of(&self, q: u32, buffer: u64, src: u32, i: u64) -> *mut [u32; 4] {
+        let slot = buffer * self.n as u64 + src as u64;
+        let line = slot * self.a.slot_lines as u64 + i;
+        self.area_of(q, sym_lines_offset(self.n) + line * SYM_LINE_BYTES) as *mut [u32; 4]
+    }
+}

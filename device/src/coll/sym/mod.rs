@@ -1,0 +1,198 @@
+//! Symmetric collective kernels: all-reduce (one-shot, two-shot), all-gather and
+//! reduce-scatter over buffers in registered windows, where a peer's copy of a buffer is
+//! reached by pointer arithmetic ([`crate::api::abi::WindowDesc`]), with a comm-owned
+//! scratch window for barrier and mailbox lines. Arguments: [`crate::abi::SymArgs`]; scratch
+//! layout and sizing: [`crate::abi::sym_scratch_bytes`].
+//!
+//! No device state: everything that changes from op to op (barrier epochs, the LL parity
+//! and tag, the Lamport buffer) derives from the op's sequence number `seq`, which the host
+//! counts per communicator. Every rank launches the same grid for an op (lines and barrier
+//! lines are matched by thread and block index across ranks).
+//!
+//! # Protocols
+//! - **Simple** ([`simple`]): plain (weak) 16-byte loads and stores over the window buffers
+//!   themselves, bracketed by two barriers on the scratch barrier lines ([`barrier`]): the
+//!   entry barrier says every peer entered the op (its input is ready, its output is no
+//!   longer used by an earlier op), the exit barrier says every peer finished its loads from
+//!   my input and its stores into my output. For large sizes.
+//! - **LL** ([`line::Ll`]): an epoch-tagged, double-buffered mailbox. Each 16-byte line
+//!   carries 8 data bytes and the op's tag twice (the line format of [`crate::prims::ll`]),
+//!   written with one 16-byte store into the peer's copy of the scratch; the reader spins on
+//!   its own copy until both tags equal the op's tag. No flag, no barrier, no reset per op.
+//! - **Lamport** ([`line::LamportFull`], [`line::LamportSplit`]): lines pre-filled with a
+//!   sentinel that data cannot contain; writers store data with 16-byte stores, the reader
+//!   spins on its own copy until no sentinel remains, then writes the sentinel back into the
+//!   line it consumed. Three buffers rotate by `seq % 3`. Floats carry 16 data bytes per
+//!   line (twice LL's density); other types carry 8 data bytes and a tag, like LL.
+//!
+//! # The dependency every op provides
+//! In every kernel here, every rank receives something from every other rank that the
+//! sender produced after it started the op (Simple: the entry barrier arrival; LL and
+//! Lamport: every rank's lines reach every other rank: all-reduce and all-gather send the
+//! whole input, reduce-scatter sends one block to each peer). Kernels of one rank run in
+//! stream order, so when rank `s` has finished op `k`, every rank `r` has at least started
+//! op `k` and therefore finished op `k - 1`, all its reads of its mailbox included. The
+//! buffer-reuse arguments below rest on this alone, so the protocols can be mixed freely on
+//! one communicator (ops of every protocol advance the same `seq`).
+//!
+//! # LL: why two buffers and the tag are enough
+//! Op `seq` uses half `seq & 1` and tag [`crate::abi::sym_ll_tag`] (odd, never the 0 of
+//! fresh memory, unique over the `2^31` ops of one generation). A writer `s` stores into
+//! reader `r`'s half `p` for op `k` only after finishing op `k - 1`, so after `r` finished
+//! op `k - 2`, the last op before `k` that used half `p`: lines are never overwritten
+//! before they were read. A line left by an older op (also by a larger op, whose extra lines
+//! the current op does not rewrite) has another tag, so it is never taken for the current
+//! op's. Tags repeat only after `2^31` ops: the first LL op of a new generation carries
+//! [`crate::abi::SYM_FLAG_LL_RESET`] and clears this rank's mailbox between two barriers
+//! (every peer finished the earlier ops before the first, nobody writes before the second).
+//!
+//! # Lamport: invariant, rotation, re-poisoning
+//! Invariant: between ops, every line of every Lamport buffer of every rank holds the
+//! sentinel. The init kernel establishes it once; an op keeps it, because every line a peer
+//! writes into my copy is read by exactly one of my threads, which writes the sentinel back
+//! into that line right after reading it (so the buffer is clean again when the op ends,
+//! whatever the sizes of the ops before and after, and whatever protocols ran in between;
+//! no previous-size argument and no reset pass are needed). Op `k` uses buffer `k % 3`.
+//! A writer `s` stores into `r`'s buffer `k % 3` for op `k` only after finishing op `k - 1`,
+//! hence after `r` finished op `k - 2`, hence after `r` re-poisoned everything op `k - 3`
+//! (the last op using that buffer) wrote: the re-poisoning never races a writer of a later
+//! op, and a reader never sees data of an older op (it was overwritten by the sentinel
+//! first). Two buffers would satisfy this argument; the third gives one op of slack and
+//! keeps the rotation of the design references (TensorRT-LLM, NCCL's `nccl_ubx`).
+//!
+//! # Memory ordering
+//! - Payload and tag travel in one 16-byte store (`st.volatile.v4.u32`, relaxed at system
+//!   scope) and are polled with one 16-byte load (`ld.volatile.v4.u32`): a complete line is
+//!   complete data, no acquire is needed. Only 8-byte halves are assumed to land whole (as
+//!   NCCL's LL assumes); the formats are chosen so that a half or a word still holding the
+//!   sentinel or an old tag is detected (see [`line`]). On the host the words are stored
+//!   first to last with release and loaded last to first with acquire (`crate::arch::host`).
+//! - Lamport re-poisoning against the next writer: the reader's sentinel store, then (later
+//!   ops, stream order) a `fence.acq_rel.sys` and its lines to the writer; the writer's
+//!   relaxed poll observes those lines, and its own `fence.acq_rel.sys` precedes its next
+//!   stores into the reader's buffer. Fence to fence through morally strong (volatile)
+//!   accesses, so the sentinel is ordered before the writer's data.
+//! - Simple barriers: `fence.acq_rel.sys` + `st.release.sys.u64` arrive, `ld.acquire.sys.u64`
+//!   wait, extended to the block by `bar.sync` (see [`barrier`]).
+//! - Every wait polls the abort flag and a deadline (every [`crate::arch::SPINS_PER_CHECK`]
+//!   spins on the GPU, every spin on the host) and records the first error of the rank in
+//!   its `ErrorRecord`, naming the peer it waited for, the block and `seq` (as `epoch`).
+
+pub mod barrier;
+mod chunk;
+mod ctx;
+pub mod line;
+pub mod mailbox;
+pub mod simple;
+
+pub use ctx::SymCtx;
+
+use crate::abi::{
+    SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_REDUCE_SCATTER,
+    SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+};
+use crate::arch;
+use crate::exec::ExecCtx;
+use crate::ops::{with_op, Elem, OpBody, Reduce};
+use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
+
+/// The Simple kernels of element type `T` (every kind).
+///
+/// # Safety
+/// `a` must describe valid windows (every rank's copy of `send`, `recv` mapped at the
+/// described addresses, large enough for the kind and count) and a scratch area of the
+/// Simple layout; every rank launches the same grid.
+#[inline(always)]
+pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_SIMPLE) else {
+        return;
+    };
+    if a.kind == SYM_KIND_ALL_GATHER {
+        return simple::all_gather::<T>(&c);
+    }
+    struct Body<'a>(&'a SymCtx<'a>);
+    impl<T: Elem> OpBody<T> for Body<'_> {
+        #[inline(always)]
+        unsafe fn run<O: Reduce<T>>(self, op: O) {
+            simple::reduce_kind::<T, O>(self.0, &op)
+        }
+    }
+    if !with_op::<T, _>(a.op, c.n, a.scalar, Body(&c)) {
+        c.bad_arg(a.op as u64);
+    }
+}
+
+/// The LL kernels of element type `T` (one-shot all-reduce, all-gather, reduce-scatter).
+///
+/// # Safety
+/// As [`sym_simple`], with a scratch area of the LL layout (`send` and `recv` are only
+/// accessed in this rank's copy).
+#[inline(always)]
+pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_LL) else {
+        return;
+    };
+    let p = Ll::of(a.seq);
+    if !mailbox::ll_reset(&c) {
+        return;
+    }
+    run_mailbox::<T, Ll>(&c, p);
+}
+
+/// The Lamport kernels of element type `T` (one-shot all-reduce, all-gather,
+/// reduce-scatter): 16 data bytes per line for the float types, 8 for the others.
+///
+/// # Safety
+/// As [`sym_ll`], with a scratch area of the Lamport layout, poisoned once by
+/// [`sym_lamport_init`] before its first use.
+#[inline(always)]
+pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_LAMPORT) else {
+        return;
+    };
+    if lamport_full::<T>() {
+        run_mailbox::<T, LamportFull<T>>(&c, LamportFull::of(a.seq));
+    } else {
+        run_mailbox::<T, LamportSplit>(&c, LamportSplit::of(a.seq));
+    }
+}
+
+#[inline(always)]
+unsafe fn run_mailbox<T: Elem, P: LineProto>(c: &SymCtx, p: P) {
+    let a = c.a;
+    match a.kind {
+        SYM_KIND_ALL_GATHER => mailbox::all_gather::<T, P>(c, &p),
+        SYM_KIND_ALL_REDUCE_ONE_SHOT | SYM_KIND_REDUCE_SCATTER => {
+            struct Body<'a, P>(&'a SymCtx<'a>, &'a P);
+            impl<T: Elem, P: LineProto> OpBody<T> for Body<'_, P> {
+                #[inline(always)]
+                unsafe fn run<O: Reduce<T>>(self, op: O) {
+                    mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1)
+                }
+            }
+            if !with_op::<T, _>(a.op, c.n, a.scalar, Body(c, &p)) {
+                c.bad_arg(a.op as u64);
+            }
+        }
+        k => c.bad_arg(k as u64),
+    }
+}
+
+/// The Lamport init kernel: write the sentinel into every line of `a` (a rank's own copy
+/// of a Lamport area's lines), spread over the grid.
+///
+/// # Safety
+/// `a.base` must be valid for `a.lines` 16-byte aligned lines that no kernel uses now.
+#[inline(always)]
+pub unsafe fn sym_lamport_init(ctx: &ExecCtx, a: &SymInitArgs) {
+    let gt = ctx.global_thread() as u64;
+    let nt = ctx.global_threads() as u64;
+    let mut i = gt;
+    while i < a.lines {
+        arch::store_v4_volatile((a.base + i * 16) as *mut [u32; 4], POISON);
+        i += nt;
+    }
+    // The host waits for the kernel and then meets its peers; the fence makes the poison
+    // visible at system scope before the kernel completes.
+    arch::fence_acq_rel_sys();
+}

@@ -1,0 +1,711 @@
+//! The symmetric kernels on CPU threads: threads as ranks (one per block), one host
+//! allocation per window standing for the flat range (rank `r`'s copy at `base + r *
+//! stride`), checked against a host reference (f64 for floats, i128 for integers) on random
+//! data, many ops back to back on the same windows (buffer rotation, mixed protocols),
+//! outputs poisoned before each op.
+
+use oxccl_device::abi::*;
+use oxccl_device::api::abi::WindowDesc;
+use oxccl_device::arch::cvt;
+use oxccl_device::exec::ExecCtx;
+use oxccl_device::kernels::{sym_dispatch, sym_lamport_init_dispatch};
+
+// ---------------------------------------------------------------- harness
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One window's flat range: `n` copies of `stride` bytes, 16-byte aligned.
+struct Flat {
+    mem: Vec<u128>,
+    stride: u64,
+    n: u32,
+}
+
+impl Flat {
+    fn new(n: u32, bytes: u64) -> Self {
+        let stride = bytes.div_ceil(4096).max(1) * 4096;
+        Flat {
+            mem: vec![0u128; (stride * n as u64 / 16) as usize],
+            stride,
+            n,
+        }
+    }
+    fn base(&self) -> u64 {
+        self.mem.as_ptr() as u64
+    }
+    fn desc(&self, r: u32) -> WindowDesc {
+        WindowDesc {
+            local: self.base() + r as u64 * self.stride,
+            stride: self.stride,
+            size: self.stride,
+            rank: r,
+            nranks: self.n,
+            ..WindowDesc::default()
+        }
+    }
+    /// Rank `r`'s bytes `[off, off + len)` (no kernel runs while the test touches them).
+    fn bytes(&mut self, r: u32, off: u64, len: usize) -> &mut [u8] {
+        assert!(off + len as u64 <= self.stride);
+        let p = (self.base() + r as u64 * self.stride + off) as *mut u8;
+        // SAFETY: inside the allocation; kernels run only inside `Comm::run`, joined.
+        unsafe { std::slice::from_raw_parts_mut(p, len) }
+    }
+}
+
+const MAX_BYTES: u64 = 4096; // LL/Lamport capacity per rank and op
+const WIN_BYTES: u64 = 8 * 3000 * 8 + 64;
+
+/// A communicator of `n` thread-ranks over three windows.
+struct Comm {
+    n: u32,
+    send: Flat,
+    recv: Flat,
+    scratch: Flat,
+    /// Scratch area offsets per protocol.
+    area: [u64; 3],
+    seq: u64,
+    prev_ll: Option<u64>,
+    #[allow(clippy::vec_box)] // stable addresses the kernels write through
+    errors: Vec<Box<ErrorRecord>>,
+    abort: Box<u32>,
+    timeout_ns: u64,
+    /// All-reduce in place: the output is the input (same window, same offset).
+    in_place: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Op {
+    kind: u32,
+    proto: u32,
+    dtype: DataType,
+    op: RedOp,
+    count: u64,
+    scalar: u64,
+    send_off: u64,
+    recv_off: u64,
+    blocks: u32,
+}
+
+impl Comm {
+    fn new(n: u32) -> Self {
+        let simple = sym_scratch_bytes(SYM_KIND_ALL_GATHER, SYM_PROTO_SIMPLE, n, MAX_BYTES);
+        let ll = sym_scratch_bytes(SYM_KIND_ALL_GATHER, SYM_PROTO_LL, n, MAX_BYTES);
+        let lamport = sym_scratch_bytes(SYM_KIND_ALL_GATHER, SYM_PROTO_LAMPORT, n, MAX_BYTES);
+        let area = [0, simple, simple + ll];
+        let mut c = Comm {
+            n,
+            send: Flat::new(n, WIN_BYTES),
+            recv: Flat::new(n, WIN_BYTES),
+            scratch: Flat::new(n, simple + ll + lamport),
+            area,
+            seq: 0,
+            prev_ll: None,
+            errors: (0..n).map(|_| Box::default()).collect(),
+            abort: Box::new(0),
+            timeout_ns: 20_000_000_000,
+            in_place: false,
+        };
+        // The init contract: every rank poisons its own Lamport lines once, then they meet.
+        std::thread::scope(|s| {
+            for r in 0..n {
+                let a = SymInitArgs::for_area(&c.scratch.desc(r), c.area[2], sym_slot_lines(MAX_BYTES));
+                s.spawn(move || {
+                    // SAFETY: the rank's own Lamport lines, no kernel running.
+                    unsafe { sym_lamport_init_dispatch(&ExecCtx::host_block(0, 1), &a) }
+                });
+            }
+        });
+        c.scratch.n = n;
+        c
+    }
+
+    fn args(&mut self, r: u32, o: &Op) -> SymArgs {
+        let a = self.args_plain(r, o);
+        if self.in_place {
+            SymArgs {
+                recv: a.send,
+                recv_offset: a.send_offset,
+                ..a
+            }
+        } else {
+            a
+        }
+    }
+
+    fn args_plain(&mut self, r: u32, o: &Op) -> SymArgs {
+        SymArgs {
+            header: Header::of::<SymArgs>(),
+            kind: o.kind,
+            proto: o.proto,
+            send: self.send.desc(r),
+            recv: self.recv.desc(r),
+            scratch: self.scratch.desc(r),
+            send_offset: o.send_off,
+            recv_offset: o.recv_off,
+            scratch_offset: self.area[o.proto as usize],
+            count: o.count,
+            dtype: o.dtype as u32,
+            op: o.op as u32,
+            scalar: o.scalar,
+            seq: self.seq,
+            abort_flag: &*self.abort as *const u32 as u64,
+            timeout_ns: self.timeout_ns,
+            error: &*self.errors[r as usize] as *const ErrorRecord as u64,
+            slot_lines: sym_slot_lines(MAX_BYTES) as u32,
+            flags: 0,
+        }
+    }
+
+    /// Run `o` on the ranks in `ranks` (all of them normally); advances `seq`.
+    fn run_on(&mut self, o: &Op, ranks: &[u32]) {
+        let mut flags = 0;
+        if o.proto == SYM_PROTO_LL {
+            if sym_ll_needs_reset(self.prev_ll, self.seq) {
+                flags |= SYM_FLAG_LL_RESET;
+            }
+            self.prev_ll = Some(self.seq);
+        }
+        let all: Vec<SymArgs> = ranks
+            .iter()
+            .map(|&r| SymArgs {
+                flags,
+                ..self.args(r, o)
+            })
+            .collect();
+        std::thread::scope(|s| {
+            for a in &all {
+                for b in 0..o.blocks {
+                    let a = *a;
+                    s.spawn(move || {
+                        // SAFETY: the windows outlive the scope; every rank runs the grid.
+                        unsafe { sym_dispatch(&ExecCtx::host_block(b, o.blocks), &a) }
+                    });
+                }
+            }
+        });
+        self.seq = self.seq.wrapping_add(1);
+    }
+
+    fn run(&mut self, o: &Op) {
+        let ranks: Vec<u32> = (0..self.n).collect();
+        self.run_on(o, &ranks);
+        for (r, e) in self.errors.iter().enumerate() {
+            assert_eq!(e.code, ERR_NONE, "rank {r} recorded {e:?}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- reference
+
+fn is_signed(dt: DataType) -> bool {
+    matches!(dt, DataType::I8 | DataType::I32 | DataType::I64)
+}
+
+fn int_of(dt: DataType, b: &[u8]) -> i128 {
+    let mut w = [0u8; 16];
+    w[..b.len()].copy_from_slice(b);
+    let v = u128::from_le_bytes(w);
+    let bits = 8 * b.len() as u32;
+    if is_signed(dt) && (v >> (bits - 1)) & 1 == 1 {
+        (v as i128) - (1i128 << bits)
+    } else {
+        v as i128
+    }
+}
+
+fn f_of(dt: DataType, b: &[u8]) -> f64 {
+    match dt {
+        DataType::F16 => cvt::f16_to_f32(u16::from_le_bytes([b[0], b[1]])) as f64,
+        DataType::Bf16 => cvt::bf16_to_f32(u16::from_le_bytes([b[0], b[1]])) as f64,
+        DataType::F32 => f32::from_le_bytes(b.try_into().unwrap()) as f64,
+        DataType::F64 => f64::from_le_bytes(b.try_into().unwrap()),
+        DataType::F8E4M3 => cvt::e4m3_to_f32(b[0]) as f64,
+        DataType::F8E5M2 => cvt::e5m2_to_f32(b[0]) as f64,
+        _ => unreachable!(),
+    }
+}
+
+fn f_bytes(dt: DataType, x: f64) -> Vec<u8> {
+    match dt {
+        DataType::F16 => cvt::f32_to_f16(x as f32).to_le_bytes().to_vec(),
+        DataType::Bf16 => cvt::f32_to_bf16(x as f32).to_le_bytes().to_vec(),
+        DataType::F32 => (x as f32).to_le_bytes().to_vec(),
+        DataType::F64 => x.to_le_bytes().to_vec(),
+        DataType::F8E4M3 => vec![cvt::f32_to_e4m3(x as f32)],
+        DataType::F8E5M2 => vec![cvt::f32_to_e5m2(x as f32)],
+        _ => unreachable!(),
+    }
+}
+
+/// A random element for operator `op` (floats from small exact sets, so that no reduction
+/// overflows the narrowest type; integers of any bits).
+fn random_elem(rng: &mut Rng, dt: DataType, op: RedOp) -> Vec<u8> {
+    if dt.is_float() {
+        let x = if op == RedOp::Prod {
+            [-2.0, -1.0, -0.5, 0.5, 1.0, 2.0][rng.below(6) as usize]
+        } else {
+            (rng.below(17) as f64 - 8.0) * 0.5
+        };
+        f_bytes(dt, x)
+    } else {
+        rng.next().to_le_bytes()[..dt.size()].to_vec()
+    }
+}
+
+fn scalar_for(dt: DataType, rng: &mut Rng) -> (u64, f64, i128) {
+    let (f, i) = [(2.0, 3i128), (0.5, -1), (-1.0, 7)][rng.below(3) as usize];
+    let bytes = if dt.is_float() {
+        f_bytes(dt, f)
+    } else {
+        (i as i64).to_le_bytes()[..dt.size()].to_vec()
+    };
+    let mut w = [0u8; 8];
+    w[..bytes.len()].copy_from_slice(&bytes);
+    (
+        u64::from_le_bytes(w),
+        f_of_or(dt, &bytes, f),
+        int_of_or(dt, &bytes, i),
+    )
+}
+
+fn f_of_or(dt: DataType, b: &[u8], f: f64) -> f64 {
+    if dt.is_float() {
+        f_of(dt, b)
+    } else {
+        f
+    }
+}
+
+fn int_of_or(dt: DataType, b: &[u8], i: i128) -> i128 {
+    if dt.is_float() {
+        i
+    } else {
+        int_of(dt, b)
+    }
+}
+
+/// Relative tolerance of one rounding into `dt` (results are rounded once).
+fn tol(dt: DataType) -> f64 {
+    match dt {
+        DataType::F8E4M3 => 0.13,
+        DataType::F8E5M2 => 0.26,
+        DataType::Bf16 => 1.0 / 128.0,
+        DataType::F16 => 1.0 / 1024.0,
+        DataType::F32 => 1e-6,
+        _ => 1e-12,
+    }
+}
+
+/// Check element `got` against the reduction of `xs` (one element per rank, rank order).
+fn check_reduced(dt: DataType, op: RedOp, xs: &[&[u8]], got: &[u8], sf: f64, si: i128, what: &str) {
+    let n = xs.len();
+    if dt.is_float() {
+        let v: Vec<f64> = xs.iter().map(|b| f_of(dt, b)).collect();
+        let e = match op {
+            RedOp::Sum => v.iter().sum(),
+            RedOp::Prod => v.iter().product(),
+            RedOp::Max => v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            RedOp::Min => v.iter().cloned().fold(f64::INFINITY, f64::min),
+            RedOp::Avg => v.iter().sum::<f64>() / n as f64,
+            RedOp::PreMulSum => v.iter().map(|x| x * sf).sum(),
+        };
+        let g = f_of(dt, got);
+        if v.iter().any(|x| x.is_nan())
+            && matches!(op, RedOp::Sum | RedOp::Prod | RedOp::Avg | RedOp::PreMulSum)
+        {
+            assert!(g.is_nan(), "{what}: expected NaN, got {g}");
+            return;
+        }
+        assert!(
+            (g - e).abs() <= tol(dt) * e.abs().max(1.0),
+            "{what}: {dt:?} {op:?} of {v:?}: got {g}, want {e}"
+        );
+    } else {
+        let bits = 8 * dt.size() as u32;
+        let wrap = |x: i128| -> i128 {
+            let m = x & ((1i128 << bits) - 1);
+            int_of(dt, &m.to_le_bytes()[..dt.size()])
+        };
+        let v: Vec<i128> = xs.iter().map(|b| int_of(dt, b)).collect();
+        let e = match op {
+            RedOp::Sum => wrap(v.iter().fold(0i128, |a, x| a.wrapping_add(*x))),
+            RedOp::Prod => wrap(v.iter().fold(1i128, |a, x| wrap(a.wrapping_mul(*x)))),
+            RedOp::Max => *v.iter().max().unwrap(),
+            RedOp::Min => *v.iter().min().unwrap(),
+            RedOp::Avg => wrap(v.iter().fold(0i128, |a, x| a.wrapping_add(*x))) / n as i128,
+            RedOp::PreMulSum => wrap(
+                v.iter()
+                    .fold(0i128, |a, x| wrap(a.wrapping_add(wrap(x.wrapping_mul(si))))),
+            ),
+        };
+        assert_eq!(int_of(dt, got), wrap(e), "{what}: {dt:?} {op:?} of {v:?}");
+    }
+}
+
+// ---------------------------------------------------------------- one checked op
+
+const OUT_POISON: u8 = 0xA5;
+
+/// Fill inputs, poison outputs, run, check against the reference.
+fn run_checked(c: &mut Comm, o: &Op, rng: &mut Rng, in_place: bool) {
+    let n = c.n;
+    let sz = o.dtype.size();
+    let cnt = o.count as usize;
+    let in_elems = if o.kind == SYM_KIND_REDUCE_SCATTER {
+        n as usize * cnt
+    } else {
+        cnt
+    };
+    let out_elems = if o.kind == SYM_KIND_ALL_GATHER {
+        n as usize * cnt
+    } else {
+        cnt
+    };
+    assert!(!in_place || o.kind <= SYM_KIND_ALL_REDUCE_TWO_SHOT);
+    let inputs: Vec<Vec<u8>> = (0..n)
+        .map(|_| {
+            (0..in_elems)
+                .flat_map(|_| random_elem(rng, o.dtype, o.op))
+                .collect()
+        })
+        .collect();
+    for r in 0..n {
+        c.recv.bytes(r, o.recv_off, out_elems * sz).fill(OUT_POISON);
+        c.send
+            .bytes(r, o.send_off, in_elems * sz)
+            .copy_from_slice(&inputs[r as usize]);
+    }
+    let (sf, si) = (scalar_f(o.dtype, o.scalar), scalar_i(o.dtype, o.scalar));
+    c.in_place = in_place;
+    c.run(o);
+    c.in_place = false;
+    let o3 = Op {
+        recv_off: if in_place { o.send_off } else { o.recv_off },
+        ..*o
+    };
+    for r in 0..n {
+        let win = if in_place { &mut c.send } else { &mut c.recv };
+        let out = win.bytes(r, o3.recv_off, out_elems * sz).to_vec();
+        for e in 0..out_elems {
+            let got = &out[e * sz..(e + 1) * sz];
+            let what = format!(
+                "kind {} proto {} n {n} count {cnt} rank {r} elem {e} seq {}",
+                o.kind,
+                o.proto,
+                c.seq - 1
+            );
+            match o.kind {
+                SYM_KIND_ALL_GATHER => {
+                    let (q, i) = (e / cnt, e % cnt);
+                    let want = &inputs[q][i * sz..(i + 1) * sz];
+                    assert_eq!(got, want, "{what}");
+                }
+                _ => {
+                    let base = if o.kind == SYM_KIND_REDUCE_SCATTER {
+                        r as usize * cnt
+                    } else {
+                        0
+                    };
+                    let xs: Vec<&[u8]> = inputs
+                        .iter()
+                        .map(|v| &v[(base + e) * sz..(base + e + 1) * sz])
+                        .collect();
+                    check_reduced(o.dtype, o.op, &xs, got, sf, si, &what);
+                }
+            }
+        }
+    }
+}
+
+fn scalar_f(dt: DataType, s: u64) -> f64 {
+    if dt.is_float() {
+        f_of(dt, &s.to_le_bytes()[..dt.size()])
+    } else {
+        0.0
+    }
+}
+
+fn scalar_i(dt: DataType, s: u64) -> i128 {
+    if dt.is_float() {
+        0
+    } else {
+        int_of(dt, &s.to_le_bytes()[..dt.size()])
+    }
+}
+
+// ---------------------------------------------------------------- tests
+
+const KINDS: [(u32, u32); 10] = [
+    (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_SIMPLE),
+    (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LL),
+    (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LAMPORT),
+    (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE),
+    (SYM_KIND_ALL_GATHER, SYM_PROTO_SIMPLE),
+    (SYM_KIND_ALL_GATHER, SYM_PROTO_LL),
+    (SYM_KIND_ALL_GATHER, SYM_PROTO_LAMPORT),
+    (SYM_KIND_REDUCE_SCATTER, SYM_PROTO_SIMPLE),
+    (SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LL),
+    (SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT),
+];
+
+const SIZES: [u64; 12] = [0, 1, 2, 3, 7, 8, 13, 16, 31, 61, 127, 257];
+
+fn random_op(rng: &mut Rng, kind: u32, proto: u32, dtype: DataType) -> Op {
+    let op = RedOp::ALL[rng.below(6) as usize];
+    let scalar = scalar_for(dtype, rng).0;
+    let mut count = SIZES[rng.below(SIZES.len() as u64) as usize];
+    if proto == SYM_PROTO_SIMPLE && rng.below(4) == 0 {
+        count = 500 + rng.below(2500); // bigger, several vectors per thread
+    }
+    let max = MAX_BYTES / dtype.size() as u64;
+    if proto != SYM_PROTO_SIMPLE {
+        count = count.min(max);
+        if rng.below(8) == 0 {
+            count = max; // a full slot
+        }
+    }
+    let sz = dtype.size() as u64;
+    Op {
+        kind,
+        proto,
+        dtype,
+        op,
+        count,
+        scalar,
+        // Aligned (vector paths) or shifted by one element (scalar paths).
+        send_off: [0, 16, sz][rng.below(3) as usize],
+        recv_off: [0, 32, sz][rng.below(3) as usize],
+        blocks: 1 + rng.below(3) as u32,
+    }
+}
+
+#[test]
+fn every_kernel_every_dtype_ranks_1_to_8() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for n in 1..=8u32 {
+        let mut c = Comm::new(n);
+        for (i, &(kind, proto)) in KINDS.iter().enumerate() {
+            for k in 0..3 {
+                let dt = DataType::ALL[(i * 3 + k + n as usize) % 12];
+                let o = random_op(&mut rng, kind, proto, dt);
+                run_checked(&mut c, &o, &mut rng, false);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_dtype_and_op_on_four_ranks() {
+    let mut rng = Rng(42);
+    let mut c = Comm::new(4);
+    for dt in DataType::ALL {
+        for op in RedOp::ALL {
+            for &(kind, proto) in &KINDS {
+                if kind == SYM_KIND_ALL_GATHER && op != RedOp::Sum {
+                    continue;
+                }
+                let mut o = random_op(&mut rng, kind, proto, dt);
+                o.op = op;
+                o.count = o.count.min(61);
+                run_checked(&mut c, &o, &mut rng, false);
+            }
+        }
+    }
+}
+
+#[test]
+fn back_to_back_mixed_protocols_rotate_buffers() {
+    let mut rng = Rng(7);
+    for n in [2u32, 3, 5] {
+        let mut c = Comm::new(n);
+        for _ in 0..120 {
+            let (kind, proto) = KINDS[rng.below(KINDS.len() as u64) as usize];
+            let dt = DataType::ALL[rng.below(12) as usize];
+            let o = random_op(&mut rng, kind, proto, dt);
+            run_checked(&mut c, &o, &mut rng, false);
+        }
+    }
+}
+
+#[test]
+fn lamport_back_to_back_varying_sizes() {
+    // Large op then small ops: lines the small ops do not rewrite must stay poisoned.
+    let mut rng = Rng(99);
+    let mut c = Comm::new(3);
+    for it in 0..150 {
+        let kind = [
+            SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            SYM_KIND_ALL_GATHER,
+            SYM_KIND_REDUCE_SCATTER,
+        ][it % 3];
+        let dt = [
+            DataType::F32,
+            DataType::I32,
+            DataType::Bf16,
+            DataType::U8,
+            DataType::F64,
+        ][it % 5];
+        let mut o = random_op(&mut rng, kind, SYM_PROTO_LAMPORT, dt);
+        o.count = if it % 7 == 0 {
+            MAX_BYTES / dt.size() as u64
+        } else {
+            rng.below(40)
+        };
+        run_checked(&mut c, &o, &mut rng, false);
+    }
+}
+
+#[test]
+fn all_reduce_in_place() {
+    let mut rng = Rng(5);
+    let mut c = Comm::new(4);
+    for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+        for kind in [SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT] {
+            if kind == SYM_KIND_ALL_REDUCE_TWO_SHOT && proto != SYM_PROTO_SIMPLE {
+                continue;
+            }
+            for dt in [DataType::F32, DataType::I64, DataType::F16] {
+                let o = random_op(&mut rng, kind, proto, dt);
+                run_checked(&mut c, &o, &mut rng, true);
+            }
+        }
+    }
+}
+
+/// Inputs holding the Lamport sentinel patterns of every type: split-line types carry them
+/// unchanged (all-gather bit-exact), float lanes equal to the sentinel become the canonical
+/// NaN (reductions still give NaN).
+#[test]
+fn lamport_data_equal_to_the_sentinel() {
+    let mut c = Comm::new(3);
+    for dt in DataType::ALL {
+        let sz = dt.size();
+        let count = 24u64;
+        let o = Op {
+            kind: SYM_KIND_ALL_GATHER,
+            proto: SYM_PROTO_LAMPORT,
+            dtype: dt,
+            op: RedOp::Sum,
+            count,
+            scalar: 0,
+            send_off: 0,
+            recv_off: 0,
+            blocks: 2,
+        };
+        let pat: Vec<u8> = (0..count as usize * sz).map(|i| [0xFA, 0xFF][i % 2]).collect();
+        for r in 0..3 {
+            c.send.bytes(r, 0, pat.len()).copy_from_slice(&pat);
+            c.recv.bytes(r, 0, 3 * pat.len()).fill(OUT_POISON);
+        }
+        c.run(&o);
+        for r in 0..3 {
+            let out = c.recv.bytes(r, 0, 3 * pat.len()).to_vec();
+            for (e, got) in out.chunks(sz).enumerate() {
+                let want = &pat[(e % count as usize) * sz..][..sz];
+                if dt.is_float() && sz >= 2 {
+                    assert!(f_of(dt, got).is_nan(), "{dt:?} elem {e}: {got:?}");
+                } else {
+                    assert_eq!(got, want, "{dt:?} elem {e}");
+                }
+            }
+        }
+        let o = Op {
+            kind: SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            ..o
+        };
+        c.run(&o);
+        for r in 0..3 {
+            let out = c.recv.bytes(r, 0, pat.len()).to_vec();
+            for got in out.chunks(sz) {
+                if dt.is_float() && sz >= 2 {
+                    assert!(f_of(dt, got).is_nan(), "{dt:?} sum: {got:?}");
+                }
+            }
+        }
+    }
+}
+
+/// The LL tag generation wraps every 2^31 ops: start `seq` just before the wrap, with the
+/// mailbox full of stale lines carrying exactly the tags the next generation will use; the
+/// host's reset flag must clear them.
+#[test]
+fn ll_epoch_wrap() {
+    let mut rng = Rng(3);
+    let mut c = Comm::new(3);
+    let start = (1u64 << 31) - 3;
+    c.seq = start;
+    c.prev_ll = Some(start - 1);
+    let slot = sym_slot_lines(MAX_BYTES);
+    for r in 0..3 {
+        for b in 0..2u64 {
+            for s in 0..3u64 {
+                for i in 0..slot {
+                    // A stale line of op `2^31 + b` (same parity, same tag as a later one).
+                    let tag = sym_ll_tag((1u64 << 31) + 2 + b);
+                    let off = c.area[1] + sym_lines_offset(3) + ((b * 3 + s) * slot + i) * 16;
+                    let line = c.scratch.bytes(r, off, 16);
+                    for (w, v) in [0xDEAD_BEEFu32, tag, 0xDEAD_BEEF, tag].iter().enumerate() {
+                        line[4 * w..4 * w + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+        }
+    }
+    for _ in 0..10 {
+        let kind = [
+            SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            SYM_KIND_ALL_GATHER,
+            SYM_KIND_REDUCE_SCATTER,
+        ][rng.below(3) as usize];
+        let o = random_op(&mut rng, kind, SYM_PROTO_LL, DataType::I32);
+        run_checked(&mut c, &o, &mut rng, false);
+    }
+    assert!(c.seq > 1 << 31);
+}
+
+/// A missing peer: waits time out and name it; a raised abort flag ends waits too.
+#[test]
+fn timeout_and_abort_name_the_peer() {
+    for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+        let mut c = Comm::new(2);
+        c.timeout_ns = 50_000_000;
+        let o = Op {
+            kind: SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            proto,
+            dtype: DataType::F32,
+            op: RedOp::Sum,
+            count: 5,
+            scalar: 0,
+            send_off: 0,
+            recv_off: 0,
+            blocks: 1,
+        };
+        c.run_on(&o, &[0]);
+        let e = *c.errors[0];
+        assert_eq!(
+            (e.code, e.rank, e.peer),
+            (ERR_TIMEOUT, 0, 1),
+            "proto {proto}: {e:?}"
+        );
+        let mut c = Comm::new(2);
+        *c.abort = 1;
+        c.run_on(&o, &[1]);
+        let e = *c.errors[1];
+        assert_eq!(
+            (e.code, e.rank, e.peer),
+            (ERR_ABORTED, 1, 0),
+            "proto {proto}: {e:?}"
+        );
+    }
+}
