@@ -82,6 +82,10 @@ struct Comm {
     timeout_ns: u64,
     /// All-reduce in place: the output is the input (same window, same offset).
     in_place: bool,
+    /// Per rank, the sequence slots of `SymArgs::state` when the kernels keep the sequence
+    /// number in device memory (`Some`: the arguments then carry seq 0 and no reset flag,
+    /// as a replayed CUDA graph launch would).
+    states: Option<Vec<Box<[u64; 2 * MAX_BLOCKS]>>>,
 }
 
 #[derive(Clone, Copy)]
@@ -115,6 +119,7 @@ impl Comm {
             abort: Box::new(0),
             timeout_ns: 20_000_000_000,
             in_place: false,
+            states: None,
         };
         // The init contract: every rank poisons its own Lamport lines once, then they meet.
         std::thread::scope(|s| {
@@ -164,6 +169,10 @@ impl Comm {
             error: &*self.errors[r as usize] as *const ErrorRecord as u64,
             slot_lines: sym_slot_lines(MAX_BYTES) as u32,
             flags: 0,
+            state: self
+                .states
+                .as_ref()
+                .map_or(0, |st| st[r as usize].as_ptr() as u64),
         }
     }
 
@@ -176,11 +185,20 @@ impl Comm {
             }
             self.prev_ll = Some(self.seq);
         }
+        let device_seq = self.states.is_some();
         let all: Vec<SymArgs> = ranks
             .iter()
-            .map(|&r| SymArgs {
-                flags,
-                ..self.args(r, o)
+            .map(|&r| {
+                let a = self.args(r, o);
+                if device_seq {
+                    SymArgs {
+                        seq: 0,
+                        flags: 0,
+                        ..a
+                    }
+                } else {
+                    SymArgs { flags, ..a }
+                }
             })
             .collect();
         std::thread::scope(|s| {
@@ -521,6 +539,29 @@ fn every_dtype_and_op_on_four_ranks() {
                 run_checked(&mut c, &o, &mut rng, false);
             }
         }
+    }
+}
+
+/// The kernels keep the sequence number in device memory (`SymArgs::state`): every launch
+/// gets the same arguments (seq 0, no reset flag), as launches replayed from a CUDA graph do,
+/// and still runs as the next op (barrier epochs, LL parity and tags, Lamport buffers).
+#[test]
+fn device_sequence_slots_make_identical_launches_successive_ops() {
+    let mut rng = Rng(11);
+    for n in [2u32, 4] {
+        let mut c = Comm::new(n);
+        c.states = Some((0..n).map(|_| Box::new([0u64; 2 * MAX_BLOCKS])).collect());
+        for _ in 0..90 {
+            let (kind, proto) = KINDS[rng.below(KINDS.len() as u64) as usize];
+            let dt = DataType::ALL[rng.below(12) as usize];
+            let o = random_op(&mut rng, kind, proto, dt);
+            run_checked(&mut c, &o, &mut rng, false);
+        }
+        let st = c.states.as_ref().unwrap();
+        assert!(
+            st.iter().all(|s| s[..MAX_BLOCKS].iter().all(|&q| q == 90)),
+            "every slot counts every launch"
+        );
     }
 }
 

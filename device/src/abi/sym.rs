@@ -2,7 +2,7 @@
 //! over buffers in registered windows, where peer `q`'s copy of a window byte is reached by
 //! pointer arithmetic ([`WindowDesc`]: `local + (q - rank) * stride + offset`, wrapping).
 //!
-//! # `SymArgs` layout (byte offsets, 248 bytes, 8-byte aligned, no implicit padding)
+//! # `SymArgs` layout (byte offsets, 256 bytes, 8-byte aligned, no implicit padding)
 //! ```text
 //!   0 header          Header {size, version}
 //!   8 kind            u32  SYM_KIND_*
@@ -23,6 +23,7 @@
 //! 232 error           u64  *mut ErrorRecord of this rank
 //! 240 slot_lines      u32  16-byte lines per (buffer, source) slot of the area
 //! 244 flags           u32  SYM_FLAG_*
+//! 248 state           u64  *mut u64: this rank's sequence slots (see `state`), 0 = use `seq`
 //! ```
 //!
 //! # Scratch area of one protocol (at `scratch_offset` in every rank's scratch copy)
@@ -112,11 +113,22 @@ pub struct SymArgs {
     pub slot_lines: u32,
     /// `SYM_FLAG_*`.
     pub flags: u32,
+    /// This rank's sequence slots in device memory, local to the rank (`SYM_STATE_BYTES`,
+    /// zeroed at creation): `[MAX_BLOCKS]` sequence numbers, then `[MAX_BLOCKS]` LL
+    /// generations (`crate::prims::epoch`'s protocol with a step of 1). When set, the kernel
+    /// takes `seq` from there and decides `SYM_FLAG_LL_RESET` itself, so that a launch
+    /// replayed from a CUDA graph (same arguments) still runs as the next op; `seq` and the
+    /// reset flag given here are then ignored. 0 = take them from these arguments (tests).
+    pub state: u64,
 }
+
+/// Bytes of a rank's sequence slots ([`SymArgs::state`]).
+pub const SYM_STATE_BYTES: usize = 2 * MAX_BLOCKS * 8;
 
 const _: () = {
     use core::mem::{align_of, offset_of, size_of};
-    assert!(size_of::<SymArgs>() == 248 && align_of::<SymArgs>() == 8);
+    assert!(size_of::<SymArgs>() == 256 && align_of::<SymArgs>() == 8);
+    assert!(offset_of!(SymArgs, state) == 248);
     assert!(offset_of!(SymArgs, send) == 16 && offset_of!(SymArgs, recv) == 64);
     assert!(offset_of!(SymArgs, scratch) == 112 && offset_of!(SymArgs, send_offset) == 160);
     assert!(offset_of!(SymArgs, count) == 184 && offset_of!(SymArgs, dtype) == 192);

@@ -52,29 +52,19 @@ pub unsafe fn begin(ctx: &ExecCtx, comm: &CommArgs) -> u64 {
     if comm.nranks == 0 {
         return 0;
     }
-    let e = arch::load_volatile_u64(slot(comm, ctx.block as usize % MAX_BLOCKS));
-    ctx.sync_threads();
-    e
+    begin_at(ctx, slot(comm, 0))
 }
 
-/// Advance the epoch slots past this launch (see the module doc).
+/// Advance the epoch slots past this launch by 2 (see the module doc).
 ///
 /// # Safety
 /// As [`begin`], with the base [`begin`] returned.
 #[inline(always)]
 pub unsafe fn end(ctx: &ExecCtx, comm: &CommArgs, base: u64) {
-    if comm.nranks == 0 || ctx.thread != 0 {
+    if comm.nranks == 0 {
         return;
     }
-    let next = base.wrapping_add(2);
-    arch::store_volatile_u64(slot(comm, ctx.block as usize % MAX_BLOCKS), next);
-    if ctx.block == 0 {
-        let mut j = ctx.grid_dim as usize;
-        while j < MAX_BLOCKS {
-            arch::store_volatile_u64(slot(comm, j), next);
-            j += 1;
-        }
-    }
+    end_at(ctx, slot(comm, 0), base, 2)
 }
 
 /// Whether this block's LL lines must be cleared for `generation` (it changed since this
@@ -84,7 +74,47 @@ pub unsafe fn end(ctx: &ExecCtx, comm: &CommArgs, base: u64) {
 /// As [`begin`]; called once per LL launch by every thread.
 #[inline(always)]
 pub unsafe fn ll_reset(ctx: &ExecCtx, comm: &CommArgs, generation: u64) -> bool {
-    let s = slot(comm, MAX_BLOCKS + ctx.block as usize % MAX_BLOCKS);
+    generation_changed_at(ctx, slot(comm, MAX_BLOCKS), generation)
+}
+
+/// [`begin`] on the slot array at `slots` (`MAX_BLOCKS` u64 of this rank's memory).
+///
+/// # Safety
+/// `slots` must hold `MAX_BLOCKS` u64 that only this rank's launches of one stream use.
+#[inline(always)]
+pub unsafe fn begin_at(ctx: &ExecCtx, slots: *mut u64) -> u64 {
+    let e = arch::load_volatile_u64(slots.wrapping_add(ctx.block as usize % MAX_BLOCKS));
+    ctx.sync_threads();
+    e
+}
+
+/// [`end`] on the slot array at `slots`, advancing by `step`.
+///
+/// # Safety
+/// As [`begin_at`], with the base it returned.
+#[inline(always)]
+pub unsafe fn end_at(ctx: &ExecCtx, slots: *mut u64, base: u64, step: u64) {
+    if ctx.thread != 0 {
+        return;
+    }
+    let next = base.wrapping_add(step);
+    arch::store_volatile_u64(slots.wrapping_add(ctx.block as usize % MAX_BLOCKS), next);
+    if ctx.block == 0 {
+        let mut j = ctx.grid_dim as usize;
+        while j < MAX_BLOCKS {
+            arch::store_volatile_u64(slots.wrapping_add(j), next);
+            j += 1;
+        }
+    }
+}
+
+/// [`ll_reset`] on the generation array at `gens` (`MAX_BLOCKS` u64 of this rank's memory).
+///
+/// # Safety
+/// As [`begin_at`].
+#[inline(always)]
+pub unsafe fn generation_changed_at(ctx: &ExecCtx, gens: *mut u64, generation: u64) -> bool {
+    let s = gens.wrapping_add(ctx.block as usize % MAX_BLOCKS);
     let old = arch::load_volatile_u64(s);
     ctx.sync_threads();
     if ctx.thread == 0 {

@@ -87,6 +87,7 @@ pub mod simple;
 
 pub use ctx::SymCtx;
 
+use crate::abi::{sym_ll_generation, MAX_BLOCKS, SYM_FLAG_LL_RESET};
 use crate::abi::{
     SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_REDUCE_SCATTER,
     SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
@@ -94,6 +95,7 @@ use crate::abi::{
 use crate::arch;
 use crate::exec::ExecCtx;
 use crate::ops::{with_op, Elem, OpBody, Reduce};
+use crate::prims::epoch;
 use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
 
 /// The Simple kernels of element type `T` (every kind).
@@ -104,6 +106,12 @@ use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
 /// Simple layout; every rank launches the same grid.
 #[inline(always)]
 pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    with_device_seq(ctx, a, false, |at| sym_simple_at::<T>(ctx, at))
+}
+
+/// The body of [`sym_simple`], on the sequence number in effect.
+#[inline(always)]
+unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_SIMPLE) else {
         return;
     };
@@ -129,6 +137,12 @@ pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// accessed in this rank's copy).
 #[inline(always)]
 pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    with_device_seq(ctx, a, true, |at| sym_ll_at::<T>(ctx, at))
+}
+
+/// The body of [`sym_ll`], on the sequence number in effect.
+#[inline(always)]
+unsafe fn sym_ll_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_LL) else {
         return;
     };
@@ -147,6 +161,12 @@ pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// [`sym_lamport_init`] before its first use.
 #[inline(always)]
 pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    with_device_seq(ctx, a, true, |at| sym_lamport_at::<T>(ctx, at))
+}
+
+/// The body of [`sym_lamport`], on the sequence number in effect.
+#[inline(always)]
+unsafe fn sym_lamport_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_LAMPORT) else {
         return;
     };
@@ -155,6 +175,32 @@ pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     } else {
         run_mailbox::<T, LamportSplit>(&c, LamportSplit::of(a.seq));
     }
+}
+
+/// Run `body` on `a` with the sequence number (and, for LL, the reset decision) taken from
+/// the rank's sequence slots at `a.state` when it is set (`crate::prims::epoch`'s protocol,
+/// one step per launch), so that a replayed launch runs as the next op.
+///
+/// # Safety
+/// `a.state` is 0 or this rank's [`crate::abi::SYM_STATE_BYTES`] of zero-initialised slots,
+/// used by one stream's launches only; called by every thread of the block.
+#[inline(always)]
+unsafe fn with_device_seq(ctx: &ExecCtx, a: &SymArgs, ll: bool, body: impl FnOnce(&SymArgs)) {
+    if a.state == 0 {
+        return body(a);
+    }
+    let slots = a.state as *mut u64;
+    let seq = epoch::begin_at(ctx, slots);
+    let mut at = *a;
+    at.seq = seq;
+    // LL resets follow the device's count; Lamport areas carry no LL tags.
+    at.flags &= !SYM_FLAG_LL_RESET;
+    let gens = slots.wrapping_add(MAX_BLOCKS);
+    if ll && a.proto == SYM_PROTO_LL && epoch::generation_changed_at(ctx, gens, sym_ll_generation(seq)) {
+        at.flags |= SYM_FLAG_LL_RESET;
+    }
+    body(&at);
+    epoch::end_at(ctx, slots, seq, 1);
 }
 
 #[inline(always)]
