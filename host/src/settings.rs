@@ -72,6 +72,16 @@ pub const SETTINGS: &[Setting] = &[
         help: "auto tuner: largest all-reduce (bytes per rank) that uses one-shot",
     },
     Setting {
+        name: "OXCCL_SYM_LL_MAX_BYTES",
+        default: "262144",
+        help: "symmetric kernels: bytes per rank one LL or Lamport operation carries (sizes the scratch window made with the first registered window; equal on every rank)",
+    },
+    Setting {
+        name: "OXCCL_SYM",
+        default: "auto",
+        help: "collectives on registered windows: auto (symmetric kernels chosen by size), off (never), or force one: simple, simple-oneshot, simple-twoshot, ll, lamport",
+    },
+    Setting {
         name: "OXCCL_STAGING_BYTES",
         default: "134217728",
         help: "communicators spanning processes: bytes of each of a rank's two staging buffers (must be equal on every rank)",
@@ -131,6 +141,16 @@ pub fn comm_blocking() -> bool {
 /// `OXCCL_ONESHOT_MAX_BYTES`.
 pub fn oneshot_max_bytes() -> u64 {
     get_u64("OXCCL_ONESHOT_MAX_BYTES")
+}
+
+/// `OXCCL_SYM_LL_MAX_BYTES`, rounded up to 8, at least 8.
+pub fn sym_ll_max_bytes() -> usize {
+    (get_u64("OXCCL_SYM_LL_MAX_BYTES") as usize).div_ceil(8).max(1) * 8
+}
+
+/// `OXCCL_SYM` (lowercase).
+pub fn sym_choice() -> String {
+    get("OXCCL_SYM").trim().to_ascii_lowercase()
 }
 
 /// `OXCCL_STAGING_BYTES`, at least 4096.

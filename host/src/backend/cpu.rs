@@ -260,6 +260,43 @@ impl Backend for CpuBackend {
         crate::settings::cpu_blocks()
     }
 
+    fn launch_sym(&self, stream: &Stream, grid: Grid, args: &oxccl_device::abi::SymArgs) -> Result<()> {
+        let args = *args;
+        cpu_stream(stream).enqueue(Box::new(move || {
+            run_grid(grid, "symmetric collective", args.scratch.rank, move |ctx| {
+                // SAFETY: the communicator built `args` from registered windows.
+                unsafe { oxccl_device::kernels::sym_dispatch(ctx, &args) }
+            })
+        }));
+        Ok(())
+    }
+
+    fn launch_sym_init(
+        &self,
+        stream: &Stream,
+        grid: Grid,
+        args: &oxccl_device::abi::SymInitArgs,
+    ) -> Result<()> {
+        let args = *args;
+        cpu_stream(stream).enqueue(Box::new(move || {
+            run_grid(grid, "symmetric scratch init", 0, move |ctx| {
+                // SAFETY: the rank's own Lamport lines, which no kernel uses yet.
+                unsafe { oxccl_device::kernels::sym_lamport_init_dispatch(ctx, &args) }
+            })
+        }));
+        Ok(())
+    }
+
+    fn max_sym_blocks_per_rank(
+        &self,
+        ranks_per_device: usize,
+        proto: u32,
+        dtype: oxccl_device::abi::DataType,
+    ) -> u32 {
+        let _ = (proto, dtype);
+        self.max_blocks_per_rank(ranks_per_device, dtype)
+    }
+
     fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()> {
         let args = *args;
         let op = crate::coll::coll_name(args.coll);

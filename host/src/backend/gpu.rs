@@ -6,9 +6,13 @@ use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
-use oxccl_device::abi::{AllReduceArgs, CollArgs, DataType, P2pArgs, ALGO_LL};
+use oxccl_device::abi::{
+    AllReduceArgs, CollArgs, DataType, P2pArgs, SymArgs, SymInitArgs, ALGO_LL, SYM_PROTO_LAMPORT,
+    SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+};
 use oxccl_device::kernels::{
-    all_reduce_kernel_name, all_reduce_ll_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL,
+    all_reduce_kernel_name, all_reduce_ll_kernel_name, sym_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL,
+    SYM_LAMPORT_INIT_KERNEL,
 };
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, PhysHandle, Stream, WinAlloc};
@@ -75,6 +79,10 @@ pub(super) struct DeviceState {
     colls: HashMap<CollKernel, (usize, u32)>,
     /// The send/recv kernel and its blocks per SM.
     p2p: (usize, u32),
+    /// The symmetric kernels by (protocol, data type), with their blocks per SM, and the
+    /// Lamport poisoning kernel.
+    sym: HashMap<(u32, DataType), (usize, u32)>,
+    sym_init: usize,
 }
 
 /// The GPU backend.
@@ -182,6 +190,21 @@ impl GpuBackend {
         // SAFETY: `module` was loaded in the current context.
         let p2p_fn = unsafe { cuda::get_function(device as i32, module, P2P_KERNEL)? } as usize;
         let p2p = (p2p_fn, occupancy(p2p_fn)?);
+        let mut sym = HashMap::new();
+        for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+            for dt in DataType::ALL {
+                let name = sym_kernel_name(proto, dt).ok_or_else(|| Error::ModuleLoad {
+                    device: device as i32,
+                    message: format!("no symmetric kernel for protocol {proto}"),
+                })?;
+                // SAFETY: `module` was loaded in the current context.
+                let f = unsafe { cuda::get_function(device as i32, module, name)? } as usize;
+                sym.insert((proto, dt), (f, occupancy(f)?));
+            }
+        }
+        // SAFETY: as above.
+        let sym_init =
+            unsafe { cuda::get_function(device as i32, module, SYM_LAMPORT_INIT_KERNEL)? } as usize;
         tracing::info!(target: "oxccl::init", device, sms, ?blocks_per_sm, p2p = p2p.1, "all-reduce and send/recv occupancy");
         tracing::info!(
             target: "oxccl::init",
@@ -198,6 +221,8 @@ impl GpuBackend {
             blocks_per_sm,
             colls,
             p2p,
+            sym,
+            sym_init,
         });
         map.insert(device, st.clone());
         Ok(st)
@@ -501,6 +526,46 @@ impl Backend for GpuBackend {
         let f = self.kernel_or_empty(&st, st.p2p.0)?;
         // SAFETY: the p2p kernel takes one by-value P2pArgs (the empty one none).
         unsafe { launch_one_arg(f, grid, s, args, "cuLaunchKernel(send/recv)") }
+    }
+
+    fn launch_sym(&self, stream: &Stream, grid: Grid, args: &SymArgs) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        let st = self.device(s.device)?;
+        let dt = DataType::from_u32(args.dtype).ok_or_else(|| Error::InvalidArgument {
+            op: "symmetric collective",
+            rank: args.scratch.rank,
+            what: format!("data type {}", args.dtype),
+        })?;
+        let k = st
+            .sym
+            .get(&(args.proto, dt))
+            .ok_or_else(|| Error::InvalidArgument {
+                op: "symmetric collective",
+                rank: args.scratch.rank,
+                what: format!("protocol {}", args.proto),
+            })?;
+        let f = self.kernel_or_empty(&st, k.0)?;
+        // SAFETY: every symmetric kernel takes one by-value SymArgs (the empty one none).
+        unsafe { launch_one_arg(f, grid, s, args, "cuLaunchKernel(symmetric)") }
+    }
+
+    fn launch_sym_init(&self, stream: &Stream, grid: Grid, args: &SymInitArgs) -> Result<()> {
+        let s = gpu_stream(stream)?;
+        let st = self.device(s.device)?;
+        // SAFETY: the init kernel takes one by-value SymInitArgs.
+        unsafe {
+            launch_one_arg(
+                st.sym_init as sys::CUfunction,
+                grid,
+                s,
+                args,
+                "cuLaunchKernel(symmetric init)",
+            )
+        }
+    }
+
+    fn max_sym_blocks_per_rank(&self, ranks_per_device: usize, proto: u32, dtype: DataType) -> u32 {
+        self.blocks_per_rank(ranks_per_device, |s| s.sym.get(&(proto, dtype)).map(|k| k.1))
     }
 
     fn max_p2p_blocks_per_rank(&self, ranks_per_device: usize) -> u32 {

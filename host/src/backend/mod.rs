@@ -19,7 +19,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 pub use gpu_graph::GpuGraph;
-use oxccl_device::abi::{AllReduceArgs, CollArgs, P2pArgs};
+use oxccl_device::abi::{AllReduceArgs, CollArgs, P2pArgs, SymArgs, SymInitArgs};
 pub use oxccl_device::kernels::CollKernel;
 pub use shared::SharedMem;
 pub use winmem::{PhysHandle, WinAlloc};
@@ -155,6 +155,18 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Most blocks one send/recv launch may use per rank when `ranks_per_device` ranks share
     /// one device (all of them must be resident at once: the blocks wait on each other).
     fn max_p2p_blocks_per_rank(&self, ranks_per_device: usize) -> u32;
+    /// Enqueue the symmetric kernel of `args.proto` and `args.dtype` on `stream`
+    /// (`oxccl_device::coll::sym`).
+    fn launch_sym(&self, stream: &Stream, grid: Grid, args: &SymArgs) -> Result<()>;
+    /// Enqueue the Lamport poisoning kernel on `stream`.
+    fn launch_sym_init(&self, stream: &Stream, grid: Grid, args: &SymInitArgs) -> Result<()>;
+    /// As [`Backend::max_blocks_per_rank`], for the symmetric kernel of `proto` and `dtype`.
+    fn max_sym_blocks_per_rank(
+        &self,
+        ranks_per_device: usize,
+        proto: u32,
+        dtype: oxccl_device::abi::DataType,
+    ) -> u32;
     /// Threads per block of the all-reduce (and of every other collective kernel).
     fn block_threads(&self) -> u32;
     /// Let devices `a` and `b` access each other's memory; `false` if they cannot.

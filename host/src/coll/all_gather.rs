@@ -74,6 +74,25 @@ impl Comm {
         if sendcount > 0 && (send == 0 || recv == 0) {
             return Err(self.invalid(OP, "null buffer address".into()));
         }
+        let each = sendcount * dtype.size();
+        let kind = oxccl_device::abi::SYM_KIND_ALL_GATHER;
+        if sendcount > 0
+            && self.try_sym(
+                OP,
+                kind,
+                send,
+                each,
+                recv,
+                bytes,
+                sendcount,
+                each as u64,
+                dtype,
+                None,
+                stream,
+            )?
+        {
+            return Ok(());
+        }
         let call = Call {
             coll: COLL_ALL_GATHER,
             send,

@@ -78,6 +78,23 @@ impl Comm {
             return Err(self.invalid(OP, "null buffer address".into()));
         }
         let bytes = self.bytes_of(OP, count, dtype, 1)?;
+        // Buffers in registered windows: the symmetric kernels (crate::coll::sym).
+        let kind = oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT;
+        if self.try_sym(
+            OP,
+            kind,
+            send,
+            bytes,
+            recv,
+            bytes,
+            count,
+            bytes as u64,
+            dtype,
+            Some(op),
+            stream,
+        )? {
+            return Ok(());
+        }
         let choice = self.tune(COLL_ALL_REDUCE, dtype, bytes as u64)?;
         tracing::trace!(target: "oxccl::coll", %choice, "tuner");
         match (choice.algo, choice.proto) {

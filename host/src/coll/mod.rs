@@ -22,6 +22,7 @@ mod reduce;
 mod reduce_scatter;
 mod scatter;
 mod staged;
+pub mod sym;
 pub mod tuner;
 
 pub(crate) use staged::Staging;

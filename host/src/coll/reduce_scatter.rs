@@ -69,6 +69,25 @@ impl Comm {
         if recvcount > 0 && (send == 0 || recv == 0) {
             return Err(self.invalid(OP, "null buffer address".into()));
         }
+        let each = recvcount * dtype.size();
+        let kind = oxccl_device::abi::SYM_KIND_REDUCE_SCATTER;
+        if recvcount > 0
+            && self.try_sym(
+                OP,
+                kind,
+                send,
+                bytes,
+                recv,
+                each,
+                recvcount,
+                each as u64,
+                dtype,
+                Some(op),
+                stream,
+            )?
+        {
+            return Ok(());
+        }
         let call = Call {
             coll: COLL_REDUCE_SCATTER,
             send,

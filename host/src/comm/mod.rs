@@ -190,6 +190,9 @@ pub struct Comm {
     pub(crate) ll_generation: AtomicU64,
     /// This rank's registered windows (`crate::window`).
     windows: crate::window::CommWindows,
+    /// The symmetric kernels' scratch window and sequence slots, made with the first
+    /// registered window (`crate::coll::sym`).
+    pub(crate) sym: Mutex<Option<Arc<crate::coll::sym::SymRes>>>,
 }
 
 /// How many launched operations a [`Comm`] remembers for error messages.
@@ -241,6 +244,7 @@ impl Comm {
             tuning: std::sync::RwLock::new(Arc::new(group.tuning.clone())),
             ll_generation: AtomicU64::new(0),
             windows: crate::window::CommWindows::default(),
+            sym: Mutex::new(None),
             group,
         }
     }

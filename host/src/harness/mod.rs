@@ -7,6 +7,7 @@ mod colls;
 pub mod graph;
 mod moves;
 mod p2p;
+pub mod sym;
 
 pub use colls::{
     bus_factor, check_all_gather, check_broadcast, check_coll, check_reduce, check_reduce_scatter,

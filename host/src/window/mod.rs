@@ -63,6 +63,11 @@ mod mapping;
 mod register;
 mod registry;
 
+/// Register `segs` as a window for the library's own use (no symmetric set-up).
+pub(crate) fn register_internal(comm: &Comm, op: &'static str, segs: &[(u64, usize)]) -> Result<Window> {
+    register::register(comm, op, segs, WIN_COLL_SYMMETRIC)
+}
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -71,6 +76,7 @@ pub use oxccl_device::api::abi::{
     DevComm, DevCommRequirements, Team, WindowDesc, GIN_TYPE_NONE, WIN_COLL_SYMMETRIC, WIN_DEFAULT,
     WIN_STRICT_ORDERING,
 };
+pub(crate) use registry::free as free_block;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
@@ -279,14 +285,19 @@ impl Comm {
     /// memory (and [`Error::Window`] naming that rank on the others), [`Error::Window`] when
     /// the ranks' buffers cannot share one layout, control-channel timeouts and aborts.
     pub fn register_window(&self, ptr: u64, bytes: usize, flags: u32) -> Result<Window> {
-        register::register(self, "register_window", &[(ptr, bytes)], flags)
+        let w = register::register(self, "register_window", &[(ptr, bytes)], flags)?;
+        // The first window also makes the symmetric kernels' scratch (collective as well).
+        self.sym_setup()?;
+        Ok(w)
     }
 
     /// One window over several buffers `segs` (`(address, bytes)`, each inside
     /// `mem_alloc` memory), mapped one after another (see the module doc). Collective as
     /// [`Comm::register_window`]; ranks may pass different numbers of segments.
     pub fn register_window_segments(&self, segs: &[(u64, usize)], flags: u32) -> Result<Window> {
-        register::register(self, "register_window_segments", segs, flags)
+        let w = register::register(self, "register_window_segments", segs, flags)?;
+        self.sym_setup()?;
+        Ok(w)
     }
 
     /// Deregister a window of this communicator (collective): waits for the work of this

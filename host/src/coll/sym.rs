@@ -1,0 +1,307 @@
+//! Collectives on registered windows: the symmetric kernels (`oxccl_device::coll::sym`).
+//!
+//! When every buffer of an all-reduce, all-gather or reduce-scatter lies in a window this
+//! rank registered ([`Comm::register_window`]), the call runs on the symmetric kernels: peers'
+//! copies are reached by pointer arithmetic on the window, so nothing is staged and no
+//! addresses are exchanged per call. Every rank must then pass window buffers (at the same
+//! window offsets for `WIN_COLL_SYMMETRIC` use, as NCCL requires); a rank that does not
+//! runs another kernel and the ranks time out with an error naming the peer.
+//!
+//! # Resources ([`SymRes`], made once per communicator with its first registered window)
+//! - a scratch window (comm-owned `mem_alloc` memory, registered like a user's) holding three
+//!   areas: Simple (barrier lines only), LL and Lamport (barrier lines and mailbox lines for
+//!   `OXCCL_SYM_LL_MAX_BYTES` per rank, see `oxccl_device::abi::sym`); the Lamport area is
+//!   poisoned once by the init kernel, after which the ranks meet (the init contract);
+//! - the sequence slots (`SymArgs::state`): local device memory where the kernels keep the
+//!   operation count, so a launch replayed from a CUDA graph runs as the next operation.
+//!
+//! # Choice (the symmetric tuner, printed by `oxccl tuner`; `OXCCL_SYM` forces one)
+//! Lamport for payloads up to [`LAMPORT_MAX`] per rank (within the LL capacity), then Simple:
+//! the one-shot all-reduce up to [`ONE_SHOT_MAX`], two-shot beyond.
+
+use std::sync::Arc;
+
+use oxccl_device::abi::{
+    sym_scratch_bytes, sym_slot_lines, DataType, Header, SymArgs, SymInitArgs, SYM_KIND_ALL_REDUCE_ONE_SHOT,
+    SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE, SYM_STATE_BYTES,
+};
+use oxccl_device::api::abi::WindowDesc;
+
+use super::Op;
+use crate::backend::{Backend, Grid, Stream};
+use crate::comm::Comm;
+use crate::error::Result;
+use crate::window::Window;
+
+/// Largest payload per rank (bytes) the auto choice sends by Lamport.
+pub const LAMPORT_MAX: u64 = 32 << 10;
+/// Largest all-reduce (bytes per rank) the auto choice runs one-shot in Simple.
+pub const ONE_SHOT_MAX: u64 = 256 << 10;
+
+/// A communicator's symmetric-kernel resources on this rank.
+pub(crate) struct SymRes {
+    /// `Some` until dropped (unmapped before its memory is freed).
+    scratch: Option<Window>,
+    scratch_mem: u64,
+    /// Offsets of the Simple, LL and Lamport areas in the scratch window.
+    areas: [u64; 3],
+    slot_lines: u32,
+    /// LL/Lamport capacity per rank (bytes).
+    max_bytes: u64,
+    state: u64,
+    backend: Arc<dyn Backend>,
+    device: usize,
+}
+
+impl SymRes {
+    fn scratch(&self) -> WindowDesc {
+        self.scratch.as_ref().map(|w| w.desc()).unwrap_or_default()
+    }
+}
+
+impl Drop for SymRes {
+    fn drop(&mut self) {
+        drop(self.scratch.take());
+        // SAFETY: allocated in `sym_setup`; the communicator is going away (its streams were
+        // synchronized), so no kernel uses them; the scratch window was unmapped above.
+        unsafe {
+            self.backend.free(self.device, self.state, SYM_STATE_BYTES);
+            if let Err(e) =
+                crate::window::free_block(&*self.backend, "symmetric scratch", 0, self.scratch_mem)
+            {
+                tracing::warn!(target: "oxccl::coll", "freeing the symmetric scratch: {e}");
+            }
+        }
+    }
+}
+
+/// Which kernel runs a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymChoice {
+    pub kind: u32,
+    pub proto: u32,
+}
+
+impl SymChoice {
+    /// Short name (`lamport`, `ll`, `simple one-shot`, ...).
+    pub fn name(&self) -> &'static str {
+        match (self.proto, self.kind) {
+            (SYM_PROTO_LAMPORT, _) => "sym/lamport",
+            (SYM_PROTO_LL, _) => "sym/ll",
+            (_, SYM_KIND_ALL_REDUCE_ONE_SHOT) => "sym/simple (one-shot)",
+            (_, SYM_KIND_ALL_REDUCE_TWO_SHOT) => "sym/simple (two-shot)",
+            _ => "sym/simple",
+        }
+    }
+}
+
+/// The symmetric kernel for collective `kind` (`SYM_KIND_ALL_REDUCE_ONE_SHOT` for any
+/// all-reduce, `SYM_KIND_ALL_GATHER`, `SYM_KIND_REDUCE_SCATTER`) with `payload` bytes per
+/// rank, under `OXCCL_SYM` = `setting`; `None` when the setting is `off`.
+pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str) -> Option<SymChoice> {
+    let all_reduce = kind == SYM_KIND_ALL_REDUCE_ONE_SHOT || kind == SYM_KIND_ALL_REDUCE_TWO_SHOT;
+    let simple = |k: u32| SymChoice {
+        kind: if all_reduce { k } else { kind },
+        proto: SYM_PROTO_SIMPLE,
+    };
+    let fits = payload <= ll_max;
+    let mailbox = |proto| SymChoice {
+        kind: if all_reduce {
+            SYM_KIND_ALL_REDUCE_ONE_SHOT
+        } else {
+            kind
+        },
+        proto,
+    };
+    match setting {
+        "off" => None,
+        "simple-oneshot" => Some(simple(SYM_KIND_ALL_REDUCE_ONE_SHOT)),
+        "simple-twoshot" => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
+        "ll" if fits => Some(mailbox(SYM_PROTO_LL)),
+        "lamport" if fits => Some(mailbox(SYM_PROTO_LAMPORT)),
+        "simple" => Some(simple(if payload <= ONE_SHOT_MAX {
+            SYM_KIND_ALL_REDUCE_ONE_SHOT
+        } else {
+            SYM_KIND_ALL_REDUCE_TWO_SHOT
+        })),
+        _ if fits && payload <= LAMPORT_MAX => Some(mailbox(SYM_PROTO_LAMPORT)),
+        _ => Some(simple(if payload <= ONE_SHOT_MAX {
+            SYM_KIND_ALL_REDUCE_ONE_SHOT
+        } else {
+            SYM_KIND_ALL_REDUCE_TWO_SHOT
+        })),
+    }
+}
+
+/// Blocks of a symmetric launch moving `bytes` per rank, at most `max`.
+fn blocks_for(c: SymChoice, bytes: u64, max: u32) -> u32 {
+    let per = if c.proto == SYM_PROTO_SIMPLE {
+        256 << 10
+    } else {
+        16 << 10
+    };
+    (bytes.div_ceil(per) as u32).clamp(1, max.max(1))
+}
+
+impl Comm {
+    /// Make this communicator's symmetric resources if it has none yet (collective: called
+    /// by every rank from `register_window`, after the user's window was registered).
+    pub(crate) fn sym_setup(&self) -> Result<()> {
+        const OP: &str = "register_window (symmetric scratch)";
+        if self.sym.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            return Ok(());
+        }
+        let n = self.count();
+        let max_bytes = crate::settings::sym_ll_max_bytes() as u64;
+        let round = |x: u64| x.div_ceil(4096) * 4096;
+        let simple = round(sym_scratch_bytes(
+            SYM_KIND_ALL_REDUCE_TWO_SHOT,
+            SYM_PROTO_SIMPLE,
+            n,
+            0,
+        ));
+        let ll = round(sym_scratch_bytes(
+            SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            SYM_PROTO_LL,
+            n,
+            max_bytes,
+        ));
+        let lamport = round(sym_scratch_bytes(
+            SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            SYM_PROTO_LAMPORT,
+            n,
+            max_bytes,
+        ));
+        let total = (simple + ll + lamport) as usize;
+        let mem = self.mem_alloc(total)?;
+        let scratch = match crate::window::register_internal(self, OP, &[(mem, total)]) {
+            Ok(w) => w,
+            Err(e) => {
+                // SAFETY: just allocated, never used.
+                let _ = unsafe { self.mem_free(mem) };
+                return Err(e);
+            }
+        };
+        let backend = self.backend().clone();
+        let device = self.device();
+        let state = backend.alloc(device, SYM_STATE_BYTES)?;
+        let res = SymRes {
+            areas: [0, simple, simple + ll],
+            slot_lines: sym_slot_lines(max_bytes) as u32,
+            max_bytes,
+            scratch: Some(scratch),
+            scratch_mem: mem,
+            state,
+            backend: backend.clone(),
+            device,
+        };
+        // The init contract: poison this rank's Lamport lines, wait, then meet the peers.
+        let init = SymInitArgs::for_area(&res.scratch(), res.areas[2], res.slot_lines as u64);
+        let stream = backend.create_stream(device)?;
+        let grid = Grid {
+            blocks: (init.lines.div_ceil(4096) as u32).clamp(1, 64),
+            threads: backend.block_threads(),
+        };
+        backend.launch_sym_init(&stream, grid, &init)?;
+        backend.synchronize(&stream)?;
+        self.host_barrier(OP)?;
+        tracing::debug!(target: "oxccl::coll", rank = self.rank(), total, max_bytes, "symmetric scratch ready");
+        *self.sym.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(res));
+        Ok(())
+    }
+
+    /// The kernel a call on window buffers would use (for the tuner table and tests).
+    pub fn sym_choice(&self, kind: u32, payload: u64) -> Option<SymChoice> {
+        let ll_max = self
+            .sym
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map_or(crate::settings::sym_ll_max_bytes() as u64, |r| r.max_bytes);
+        choose(kind, payload, ll_max, &crate::settings::sym_choice())
+    }
+
+    /// Run `kind` on window buffers if `send` and `recv` lie in registered windows (and the
+    /// symmetric kernels are not switched off): `Ok(true)` when launched. `count` is as the
+    /// kernel counts it, `payload` the bytes per rank the choice goes by, `send_bytes` and
+    /// `recv_bytes` this rank's buffer extents.
+    ///
+    /// # Safety
+    /// As the collective's `_raw` form.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn try_sym(
+        &self,
+        op_name: &'static str,
+        kind: u32,
+        send: u64,
+        send_bytes: usize,
+        recv: u64,
+        recv_bytes: usize,
+        count: usize,
+        payload: u64,
+        dtype: DataType,
+        op: Option<Op>,
+        stream: &Stream,
+    ) -> Result<bool> {
+        let Some(res) = self.sym.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            return Ok(false);
+        };
+        let (Some((sw, so)), Some((rw, ro))) = (
+            self.find_window(send, send_bytes),
+            self.find_window(recv, recv_bytes),
+        ) else {
+            return Ok(false);
+        };
+        let Some(choice) = choose(kind, payload, res.max_bytes, &crate::settings::sym_choice()) else {
+            return Ok(false);
+        };
+        self.check_launch(op_name, stream)?;
+        let c = self.args();
+        let args = SymArgs {
+            header: Header::of::<SymArgs>(),
+            kind: choice.kind,
+            proto: choice.proto,
+            send: sw,
+            recv: rw,
+            scratch: res.scratch(),
+            send_offset: so,
+            recv_offset: ro,
+            scratch_offset: res.areas[choice.proto as usize],
+            count: count as u64,
+            dtype: dtype as u32,
+            op: op.map_or(0, |o| o.red_op() as u32),
+            scalar: match op {
+                Some(Op::PreMulSum { scalar_bits }) => scalar_bits,
+                _ => 0,
+            },
+            seq: 0,
+            abort_flag: c.abort_flag,
+            timeout_ns: c.timeout_ns,
+            error: c.error,
+            slot_lines: res.slot_lines,
+            flags: 0,
+            state: res.state,
+        };
+        let max =
+            self.group
+                .backend
+                .max_sym_blocks_per_rank(self.group.ranks_per_device, choice.proto, dtype);
+        let grid = Grid {
+            blocks: blocks_for(choice, payload, max),
+            threads: self.group.backend.block_threads(),
+        };
+        tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), ?grid, "launch symmetric");
+        self.group.backend.launch_sym(stream, grid, &args)?;
+        Ok(true)
+    }
+
+    /// The scratch window's descriptor and the sequence slots (tests).
+    #[doc(hidden)]
+    pub fn sym_scratch_for_tests(&self) -> Option<(WindowDesc, u64, u64)> {
+        self.sym
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|r| (r.scratch(), r.state, r.scratch_mem))
+    }
+}

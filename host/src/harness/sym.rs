@@ -1,0 +1,209 @@
+//! Checks and timing of collectives on registered windows (the symmetric kernels): every
+//! rank held here allocates its buffers with `mem_alloc` and registers them as windows
+//! (collective: one thread per rank), then the all-reduce, all-gather and reduce-scatter run
+//! on them through the usual `_raw` calls, which pick the symmetric kernels.
+
+use oxccl_device::abi::{DataType, RedOp};
+
+use super::{colls::Coll, time_launches, Ranks, Timing};
+use crate::comm::Comm;
+use crate::error::{Error, Result};
+use crate::verify;
+use crate::window::{Window, WIN_COLL_SYMMETRIC};
+
+/// One rank's window buffers.
+pub struct RankBufs {
+    pub send: u64,
+    pub recv: u64,
+    send_win: Option<Window>,
+    recv_win: Option<Window>,
+}
+
+/// The window buffers of the ranks held here (`send_bytes` and `recv_bytes` each).
+pub struct SymBufs {
+    pub ranks: Vec<RankBufs>,
+    pub send_bytes: usize,
+    pub recv_bytes: usize,
+}
+
+fn on_ranks<T: Send>(comms: &[Comm], f: impl Fn(&Comm) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = comms.iter().map(|c| s.spawn(|| f(c))).collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+impl SymBufs {
+    /// Allocate and register (collective over the ranks held here, each on its thread).
+    pub fn new(ranks: &Ranks, send_bytes: usize, recv_bytes: usize) -> Result<Self> {
+        let made = on_ranks(&ranks.comms, |c| -> Result<RankBufs> {
+            let send = c.mem_alloc(send_bytes.max(1))?;
+            let recv = c.mem_alloc(recv_bytes.max(1))?;
+            let send_win = c.register_window(send, send_bytes.max(1), WIN_COLL_SYMMETRIC)?;
+            let recv_win = c.register_window(recv, recv_bytes.max(1), WIN_COLL_SYMMETRIC)?;
+            Ok(RankBufs {
+                send,
+                recv,
+                send_win: Some(send_win),
+                recv_win: Some(recv_win),
+            })
+        });
+        Ok(SymBufs {
+            ranks: made.into_iter().collect::<Result<Vec<_>>>()?,
+            send_bytes,
+            recv_bytes,
+        })
+    }
+
+    /// Deregister (collective) and free.
+    pub fn release(mut self, ranks: &Ranks) -> Result<()> {
+        let taken: Vec<_> = self
+            .ranks
+            .iter_mut()
+            .map(|b| (b.send_win.take(), b.recv_win.take(), b.send, b.recv))
+            .collect();
+        let results = std::thread::scope(|s| {
+            let hs: Vec<_> = ranks
+                .comms
+                .iter()
+                .zip(taken)
+                .map(|(c, (sw, rw, sp, rp))| {
+                    s.spawn(move || -> Result<()> {
+                        if let Some(w) = sw {
+                            c.deregister_window(w)?;
+                        }
+                        if let Some(w) = rw {
+                            c.deregister_window(w)?;
+                        }
+                        // SAFETY: deregistered above, no kernel uses them (streams synced).
+                        unsafe {
+                            c.mem_free(sp)?;
+                            c.mem_free(rp)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Vec<_>>()
+        });
+        results.into_iter().collect()
+    }
+}
+
+/// Bytes of (send, recv) per rank for `coll` of `count` elements (NCCL's counts).
+pub fn sizes(coll: Coll, n: usize, count: usize, dt: DataType) -> (usize, usize) {
+    let e = count * dt.size();
+    match coll {
+        Coll::AllGather => (e, n * e),
+        Coll::ReduceScatter => (n * e, e),
+        _ => (e, e),
+    }
+}
+
+/// Enqueue `coll` on every rank held here, on the window buffers.
+fn launch(
+    ranks: &Ranks,
+    bufs: &SymBufs,
+    coll: Coll,
+    dt: DataType,
+    op: crate::coll::Op,
+    count: usize,
+) -> Result<()> {
+    for (i, b) in bufs.ranks.iter().enumerate() {
+        let (c, s) = (&ranks.comms[i], &ranks.streams[i]);
+        // SAFETY: window buffers of the sizes `sizes` gives, alive until `bufs` is released.
+        unsafe {
+            match coll {
+                Coll::AllGather => c.all_gather_raw(b.send, b.recv, count, dt, s)?,
+                Coll::ReduceScatter => c.reduce_scatter_raw(b.send, b.recv, count, dt, op, s)?,
+                Coll::AllReduce => c.all_reduce_raw(b.send, b.recv, count, dt, op, s)?,
+                other => {
+                    return Err(Error::Init(format!(
+                        "{} has no symmetric kernel (all_reduce, all_gather, reduce_scatter do)",
+                        other.name()
+                    )))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run `coll` `iters` times back to back on fresh random data each time (outputs poisoned
+/// before each), checking every element of every rank's output against the host reference.
+/// Returns the elements checked.
+#[allow(clippy::too_many_arguments)]
+pub fn check_sym(
+    ranks: &Ranks,
+    bufs: &SymBufs,
+    coll: Coll,
+    dt: DataType,
+    red: RedOp,
+    count: usize,
+    iters: usize,
+    seed: u64,
+) -> Result<usize> {
+    let n = ranks.n();
+    let op = verify::test_op(dt, red);
+    let in_count = bufs.send_bytes / dt.size();
+    let mut checked = 0;
+    for it in 0..iters {
+        let inputs: Vec<Vec<u8>> = (0..n)
+            .map(|r| {
+                verify::gen_input(
+                    dt,
+                    red,
+                    in_count,
+                    seed.wrapping_mul(7919) + 1000 * it as u64 + r as u64,
+                )
+            })
+            .collect();
+        for (i, b) in bufs.ranks.iter().enumerate() {
+            let c = &ranks.comms[i];
+            c.backend().upload(c.device(), b.send, &inputs[ranks.rank(i)])?;
+            c.backend()
+                .upload(c.device(), b.recv, &vec![0xff; bufs.recv_bytes])?;
+        }
+        launch(ranks, bufs, coll, dt, op, count)?;
+        ranks.sync()?;
+        let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
+        for (i, b) in bufs.ranks.iter().enumerate() {
+            let r = ranks.rank(i);
+            let c = &ranks.comms[i];
+            let mut out = vec![0u8; bufs.recv_bytes];
+            c.backend().download(c.device(), &mut out, b.recv)?;
+            let res = match coll {
+                Coll::AllGather => (0..n).try_for_each(|q| {
+                    let e = count * dt.size();
+                    verify::check_equal(dt, "all_gather block", &inputs[q], &out[q * e..(q + 1) * e])
+                        .map(|_| ())
+                }),
+                Coll::ReduceScatter => {
+                    verify::check_reduction_par(dt, op, &refs, r * count, &out, 0, count).map(|_| ())
+                }
+                _ => verify::check_all_reduce_par(dt, op, &refs, &out, count).map(|_| ()),
+            };
+            res.map_err(|m| Error::Verify(format!("{} iteration {it}, rank {r}: {m}", coll.name())))?;
+            checked += out.len() / dt.size();
+        }
+    }
+    Ok(checked)
+}
+
+/// Median time of one `coll` on the window buffers (launches, or graph replays per `t`).
+pub fn time_sym(
+    ranks: &Ranks,
+    bufs: &SymBufs,
+    coll: Coll,
+    dt: DataType,
+    red: RedOp,
+    count: usize,
+    t: Timing,
+) -> Result<f64> {
+    let op = verify::test_op(dt, red);
+    time_launches(ranks, t, || launch(ranks, bufs, coll, dt, op, count))
+}
