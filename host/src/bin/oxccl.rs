@@ -126,6 +126,10 @@ struct PerfArgs {
     /// replaced by an empty one (GPU backend).
     #[arg(long)]
     pub graph: Option<usize>,
+    /// Run on buffers in registered windows (`mem_alloc` + `register_window`): the
+    /// symmetric kernels (all_reduce, all_gather, reduce_scatter).
+    #[arg(long)]
+    pub window: bool,
 }
 
 #[derive(Args)]
@@ -167,8 +171,46 @@ enum Cmd {
     /// All-reduce captured in a CUDA graph and replayed on fresh random data every replay,
     /// every element checked (GPU backend, ranks in one process).
     GraphCheck(GraphCheckArgs),
+    /// Collectives on registered windows (the symmetric kernels), every kernel forced in
+    /// turn (`OXCCL_SYM`), back to back on fresh random data, every element checked.
+    SymCheck(SymCheckArgs),
     /// Settings, backend and devices.
     Info,
+}
+
+#[derive(Args)]
+struct SymCheckArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    backend: BackendArg,
+    #[arg(long, value_delimiter = ',', default_value = "2,3,8")]
+    ranks: Vec<usize>,
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "all_reduce,all_gather,reduce_scatter"
+    )]
+    colls: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "f32,bf16,i32,f8e4m3")]
+    dtypes: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "sum,max")]
+    ops: Vec<String>,
+    /// Element counts (NCCL's: per rank for all_reduce, the input of all_gather, the
+    /// output of reduce_scatter).
+    #[arg(long, value_delimiter = ',', default_value = "1,7,1000,4099,65537")]
+    counts: Vec<usize>,
+    /// `OXCCL_SYM` values to run, each in turn.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "auto,simple-oneshot,simple-twoshot,ll,lamport"
+    )]
+    settings: Vec<String>,
+    /// Operations back to back per case (fresh data each).
+    #[arg(long, default_value_t = 3)]
+    iters: usize,
+    /// One process per rank.
+    #[arg(long)]
+    procs: bool,
 }
 
 #[derive(Args)]
@@ -615,12 +657,24 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 reps,
                 graph: None,
             };
-            let t = if coll == Coll::AllReduce {
-                harness::time_all_reduce(&r, dt, op, count, in_place, timing)
+            // On registered windows (`--window`): the symmetric kernels.
+            let bufs = if a.window {
+                let (sb, rb) = harness::sym::sizes(coll, ranks, count, dt);
+                Some(harness::sym::SymBufs::new(&r, sb, rb).map_err(|e| e.to_string())?)
             } else {
-                harness::time_coll(&r, coll, dt, op, count, a.root, timing)
-            }
-            .map_err(|e| e.to_string())?;
+                None
+            };
+            let time_with = |t: Timing| -> Result<f64, String> {
+                match &bufs {
+                    Some(b) => harness::sym::time_sym(&r, b, coll, dt, red, count, t),
+                    None if coll == Coll::AllReduce => {
+                        harness::time_all_reduce(&r, dt, op, count, in_place, t)
+                    }
+                    None => harness::time_coll(&r, coll, dt, op, count, a.root, t),
+                }
+                .map_err(|e| e.to_string())
+            };
+            let t = time_with(timing)?;
             let size = harness::size_bytes(coll, ranks, count, dt.size());
             let tc = harness::time_copy(&r, size, iters, reps).map_err(|e| e.to_string())?;
             let algbw = size as f64 / t / 1e9;
@@ -637,7 +691,9 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 "{:>8} {:>11} {:>26} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>11.1} {:>11.1} {:>6.3}",
                 fmt_bytes(size),
                 count,
-                if coll == Coll::AllReduce {
+                if bufs.is_some() {
+                    sym_choice_name(&r, coll, (count * dt.size()) as u64)
+                } else if coll == Coll::AllReduce {
                     choice_name(&r, dt, size)
                 } else if coll == Coll::SendRecv {
                     "p2p".to_string()
@@ -663,12 +719,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 .enumerate()
                 {
                     g.graph = Some(mode);
-                    per_mode[k] = if coll == Coll::AllReduce {
-                        harness::time_all_reduce(&r, dt, op, count, in_place, g)
-                    } else {
-                        harness::time_coll(&r, coll, dt, op, count, a.root, g)
-                    }
-                    .map_err(|e| e.to_string())?;
+                    per_mode[k] = time_with(g)?;
                 }
                 println!(
                     "{:>8} {:>11} {:>26} {:>10.2} {:>10} {:>10} {:>10.2} {:>11} {:>11} {:>6.3}",
@@ -700,6 +751,9 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                     fill_rate,
                     alg_rate / fill_rate
                 );
+            }
+            if let Some(b) = bufs {
+                b.release(&r).map_err(|e| e.to_string())?;
             }
         }
         bytes = bytes.saturating_mul(step.max(2));
@@ -753,6 +807,109 @@ fn graph_check(a: &GraphCheckArgs) -> Result<(), String> {
     }
 }
 
+fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
+    if a.procs && child_env().is_none() {
+        println!("oxccl sym-check --procs: one process per rank; rank 0's lines below");
+        let (mut passed, mut failed) = (0, 0);
+        for &n in &a.ranks {
+            println!("--- {n} processes");
+            let (p, f) = run_procs(n)?;
+            passed += p;
+            failed += f;
+        }
+        println!("check (all processes): {passed} passed, {failed} failed");
+        return if failed > 0 {
+            Err(format!("{failed} cases failed"))
+        } else {
+            Ok(())
+        };
+    }
+    let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    let (dts, ops) = (parse_dtypes(&a.dtypes)?, parse_ops(&a.ops)?);
+    let colls = a
+        .colls
+        .iter()
+        .map(|c| Coll::from_name(c).ok_or(format!("unknown collective {c}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    println!(
+        "oxccl sym-check: {desc}; {} operations back to back per case",
+        a.iters
+    );
+    let rank_counts = match child_env() {
+        Some((_, _, n)) => vec![n as usize],
+        None => a.ranks.clone(),
+    };
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for n in rank_counts {
+        let r = make_ranks(&b, n).map_err(|e| e.to_string())?;
+        for setting in &a.settings {
+            std::env::set_var("OXCCL_SYM", setting);
+            for &coll in &colls {
+                for &dt in &dts {
+                    for &red in &ops {
+                        for &count in &a.counts {
+                            let t0 = std::time::Instant::now();
+                            let (sb, rb) = harness::sym::sizes(coll, n, count, dt);
+                            let res = harness::sym::SymBufs::new(&r, sb, rb).and_then(|bufs| {
+                                let k = harness::sym::check_sym(
+                                    &r,
+                                    &bufs,
+                                    coll,
+                                    dt,
+                                    red,
+                                    count,
+                                    a.iters,
+                                    passed as u64,
+                                );
+                                bufs.release(&r).and(k)
+                            });
+                            let name = sym_choice_name(&r, coll, (count * dt.size()) as u64);
+                            match res {
+                                Ok(k) => {
+                                    passed += 1;
+                                    println!(
+                                        "ok   {n} ranks {setting:<14} {:<14} {:<6} {:<4} {count:>9} {name:<22} {k} elements {:.2}s",
+                                        coll.name(),
+                                        dt.name(),
+                                        red.name(),
+                                        t0.elapsed().as_secs_f64()
+                                    );
+                                }
+                                Err(e) => {
+                                    failed += 1;
+                                    println!(
+                                        "FAIL {n} ranks {setting} {} {} {} {count}: {e}",
+                                        coll.name(),
+                                        dt.name(),
+                                        red.name()
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("check: {passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} cases failed"))
+    } else {
+        Ok(())
+    }
+}
+
+fn sym_choice_name(r: &Ranks, coll: Coll, payload: u64) -> String {
+    let kind = match coll {
+        Coll::AllGather => oxccl_device::abi::SYM_KIND_ALL_GATHER,
+        Coll::ReduceScatter => oxccl_device::abi::SYM_KIND_REDUCE_SCATTER,
+        _ => oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT,
+    };
+    r.comms[0]
+        .sym_choice(kind, payload)
+        .map_or("sym/off".into(), |c| c.name().to_string())
+}
+
 fn info() {
     println!("oxccl {}", env!("CARGO_PKG_VERSION"));
     match GpuBackend::new() {
@@ -782,6 +939,7 @@ fn main() -> ExitCode {
         Cmd::Perf(a) => perf(&a),
         Cmd::Tuner(a) => tuner_table(&a),
         Cmd::GraphCheck(a) => graph_check(&a),
+        Cmd::SymCheck(a) => sym_check(&a),
         Cmd::Info => {
             info();
             Ok(())
