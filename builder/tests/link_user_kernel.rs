@@ -185,3 +185,36 @@ fn header_compiles_and_declares_every_export() {
         }
     }
 }
+
+#[test]
+fn bitcode_checks_pass_on_the_export_and_name_what_is_wrong() {
+    let Some(bin) = llvm_bin() else { return };
+    let bitcode = workspace().join("ptx").join(BITCODE_FILE);
+    assert!(
+        bitcode.is_file(),
+        "{} missing: build it with `cargo run -p oxccl-builder`",
+        bitcode.display()
+    );
+    oxccl_builder::export::check_bitcode(&bin, &bitcode).unwrap();
+    // A library that lacks the exports and calls an undefined function.
+    let dir = tempfile::tempdir().unwrap();
+    let ll = dir.path().join("bad.ll");
+    std::fs::write(
+        &ll,
+        "target triple = \"nvptx64-nvidia-cuda\"\n\
+         declare i32 @missing_helper(i32)\n\
+         define i32 @oxccl_dev_version() {\n  %v = call i32 @missing_helper(i32 1)\n  ret i32 %v\n}\n",
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.bc");
+    run(
+        Command::new(bin.join("llvm-as")).arg(&ll).arg("-o").arg(&bad),
+        "llvm-as of a bad library",
+    );
+    let e = oxccl_builder::export::check_bitcode(&bin, &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not export every Device API function"), "{e}");
+    assert!(e.contains("oxccl_dev_rank (absent)"), "{e}");
+    assert!(!e.contains("oxccl_dev_version"), "{e}");
+}
