@@ -105,6 +105,55 @@ pub enum Error {
         expected: &'static str,
     },
 
+    /// An LLVM tool (llvm-nm, llvm-dis) failed on the bitcode.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    LlvmTool {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+
+    /// A Device API export of `oxccl_device::api::export::EXPORTED` is not a defined external
+    /// function of the bitcode.
+    #[error(
+        "{} does not export every Device API function: {}",
+        bitcode.display(),
+        symbols.join(", ")
+    )]
+    ExportMissing { bitcode: PathBuf, symbols: Vec<String> },
+
+    /// The bitcode needs symbols it does not define (a user module linked with it would be
+    /// incomplete).
+    #[error(
+        "{} has unresolved symbols (not LLVM intrinsics): {}",
+        bitcode.display(),
+        symbols.join(", ")
+    )]
+    ExportUnresolved { bitcode: PathBuf, symbols: Vec<String> },
+
+    /// An export's LLVM signature differs from its prototype in the header.
+    #[error(
+        "exports of {} do not match the header's prototypes:\n{}",
+        bitcode.display(),
+        details.join("\n")
+    )]
+    ExportSignature { bitcode: PathBuf, details: Vec<String> },
+
+    /// The header's prototypes do not name exactly `EXPORTED`, in order.
+    #[error(
+        "header prototypes differ from oxccl_device::api::export::EXPORTED (in order): missing [{}], extra [{}]",
+        missing.join(", "),
+        extra.join(", ")
+    )]
+    HeaderPrototypes {
+        missing: Vec<String>,
+        extra: Vec<String>,
+    },
+
+    /// A struct of the header would not have the Rust layout in C.
+    #[error("generating oxccl_device.h: {detail}")]
+    HeaderLayout { detail: String },
+
     /// `--check`: the fresh build differs from the committed files.
     #[error(
         "committed ptx differs from a fresh build: {}; rebuild with `cargo run -p oxccl-builder` and commit the result",

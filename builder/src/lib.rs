@@ -4,8 +4,11 @@
 //! 1. checks the toolchain (rust-src, llvm-bitcode-linker, llvm-tools);
 //! 2. runs a nested `cargo rustc --crate-type cdylib` of the device crate for
 //!    `nvptx64-nvidia-cuda` (sm_90, PTX ISA 8.1, profile `ptx`) in `target/ptx-build`;
-//! 3. checks that the PTX and bitcode hold no machine-specific path, then writes them,
-//!    byte for byte reproducibly, to `ptx/oxccl.ptx` and `ptx/oxccl.bc`;
+//! 3. checks that the PTX and bitcode hold no machine-specific path, and that the bitcode
+//!    exports every Device API function (`oxccl_device::api::export::EXPORTED`) with the
+//!    header's signatures and needs nothing undefined ([`export`]); then writes them, byte
+//!    for byte reproducibly, to `ptx/oxccl.ptx` and `ptx/oxccl_device.bc`, with the C header
+//!    `ptx/oxccl_device.h` ([`header`]);
 //! 4. when ptxas is found, assembles the PTX for sm_90 with `-v`, reports each kernel's
 //!    registers, stack and spills, and fails if a kernel of
 //!    `oxccl_device::kernels::HOT_KERNELS` spills.
@@ -13,6 +16,8 @@
 //! [`check`] does the same into a temporary folder and compares with the committed `ptx/`.
 
 pub mod error;
+pub mod export;
+pub mod header;
 pub mod nvptx;
 pub mod ptxas;
 pub mod toolchain;
@@ -24,7 +29,11 @@ use toolchain::Toolchain;
 
 /// The names of the files written into the output folder.
 pub const PTX_FILE: &str = "oxccl.ptx";
-pub const BITCODE_FILE: &str = "oxccl.bc";
+/// The device crate's LLVM bitcode after LTO (kernels, Device API exports, `core` merged
+/// in): what users' kernels link against.
+pub const BITCODE_FILE: &str = "oxccl_device.bc";
+/// The C header of the Device API exports of [`BITCODE_FILE`].
+pub const HEADER_FILE: &str = "oxccl_device.h";
 
 /// The kernels that must not spill, as declared by the device crate.
 pub fn hot_kernels() -> &'static [&'static str] {
@@ -57,7 +66,7 @@ pub struct Config {
     pub device_dir: PathBuf,
     /// The nested build's cargo target folder.
     pub target_dir: PathBuf,
-    /// Where `oxccl.ptx` and `oxccl.bc` are written (by [`build`]) or compared (by [`check`]).
+    /// Where `oxccl.ptx`, `oxccl_device.bc` and `oxccl_device.h` are written (by [`build`]) or compared (by [`check`]).
     pub out_dir: PathBuf,
     pub ptxas: PtxasMode,
     pub hot_kernels: Vec<String>,
@@ -96,8 +105,10 @@ pub enum PtxasReport {
 pub struct Report {
     pub ptx: PathBuf,
     pub bitcode: PathBuf,
+    pub header: PathBuf,
     pub ptx_bytes: usize,
     pub bitcode_bytes: usize,
+    pub header_bytes: usize,
     /// The kernels (`.entry`) of the PTX.
     pub entries: Vec<String>,
     pub ptxas: PtxasReport,
@@ -122,7 +133,8 @@ pub fn fnv1a64(data: &[u8]) -> u64 {
     h
 }
 
-/// Builds the device crate and writes `oxccl.ptx` and `oxccl.bc` into `cfg.out_dir`.
+/// Builds the device crate and writes `oxccl.ptx`, `oxccl_device.bc` and `oxccl_device.h`
+/// into `cfg.out_dir`.
 pub fn build(cfg: &Config) -> Result<Report> {
     let toolchain = Toolchain::query(&cfg.workspace)?;
     toolchain.check_components()?;
@@ -140,6 +152,8 @@ pub fn build(cfg: &Config) -> Result<Report> {
     let needles = machine_strings(&cfg.workspace, &toolchain);
     check_reproducible(&art.ptx, &ptx, &needles)?;
     check_reproducible(&art.bitcode, &bitcode, &needles)?;
+    export::check_bitcode(&toolchain.host_bin(), &art.bitcode)?;
+    let header = header::generate()?;
     let entries = ptxas::ptx_entries(&ptx_text);
     if let Some(k) = cfg.hot_kernels.iter().find(|k| !entries.contains(k)) {
         return Err(Error::HotKernelMissing {
@@ -152,12 +166,16 @@ pub fn build(cfg: &Config) -> Result<Report> {
     let out_bc = cfg.out_dir.join(BITCODE_FILE);
     write_atomic(&out_ptx, &ptx)?;
     write_atomic(&out_bc, &bitcode)?;
+    let out_h = cfg.out_dir.join(HEADER_FILE);
+    write_atomic(&out_h, header.as_bytes())?;
     let report = run_ptxas(cfg, &out_ptx)?;
     Ok(Report {
         ptx: out_ptx,
         bitcode: out_bc,
+        header: out_h,
         ptx_bytes: ptx.len(),
         bitcode_bytes: bitcode.len(),
+        header_bytes: header.len(),
         entries,
         ptxas: report,
         toolchain,
@@ -174,7 +192,7 @@ pub fn check(cfg: &Config) -> Result<Report> {
     };
     let mut report = build(&fresh)?;
     let mut differ = Vec::new();
-    let mut names = vec![PTX_FILE, BITCODE_FILE];
+    let mut names = vec![PTX_FILE, BITCODE_FILE, HEADER_FILE];
     if matches!(report.ptxas, PtxasReport::Ran { .. }) {
         names.extend([CUBIN_FILE, CUBIN_STAMP_FILE]);
     }
@@ -190,6 +208,7 @@ pub fn check(cfg: &Config) -> Result<Report> {
     }
     report.ptx = cfg.out_dir.join(PTX_FILE);
     report.bitcode = cfg.out_dir.join(BITCODE_FILE);
+    report.header = cfg.out_dir.join(HEADER_FILE);
     Ok(report)
 }
 

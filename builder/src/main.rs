@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use oxccl_builder::{nvptx, Config, PtxasMode, PtxasReport, Report};
 
-/// Builds the oxccl device crate to ptx/oxccl.ptx and ptx/oxccl.bc, and checks its kernels
-/// with ptxas.
+/// Builds the oxccl device crate to ptx/oxccl.ptx, ptx/oxccl_device.bc (with its C header
+/// ptx/oxccl_device.h), and checks its kernels with ptxas.
 #[derive(Debug, Parser)]
 #[command(name = "oxccl-builder", version)]
 struct Cli {
@@ -82,6 +82,7 @@ fn print_report(r: &Report, check: bool, hot: &[String]) {
     let verb = if check { "up to date:" } else { "wrote" };
     println!("{verb} {} ({} bytes)", r.ptx.display(), r.ptx_bytes);
     println!("{verb} {} ({} bytes)", r.bitcode.display(), r.bitcode_bytes);
+    println!("{verb} {} ({} bytes)", r.header.display(), r.header_bytes);
     println!(
         "kernels: {} ({} hot: {})",
         r.entries.len(),

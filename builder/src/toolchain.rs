@@ -8,6 +8,8 @@ use crate::error::{Error, Result};
 
 /// The LLVM tools that `llvm-bitcode-linker` runs (from the llvm-tools component).
 pub const LLVM_TOOLS: [&str; 3] = ["llvm-link", "opt", "llc"];
+/// The LLVM tools (same component) the builder checks the exported bitcode with.
+pub const CHECK_TOOLS: [&str; 2] = ["llvm-nm", "llvm-dis"];
 
 /// What the builder needs to know about the toolchain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +73,7 @@ pub fn check_components(sysroot: &Path, host: &str) -> Result<()> {
     if !searched.iter().any(|p| p.is_file()) {
         return Err(Error::BitcodeLinkerMissing { searched });
     }
-    for tool in LLVM_TOOLS {
+    for tool in LLVM_TOOLS.into_iter().chain(CHECK_TOOLS) {
         if !bin.join(format!("{tool}{exe}")).is_file() {
             return Err(Error::LlvmToolsMissing { tool, dir: bin });
         }
@@ -122,7 +124,7 @@ mod tests {
             touch(&bin.join("self-contained/llvm-bitcode-linker"));
         }
         if tools {
-            for t in LLVM_TOOLS {
+            for t in LLVM_TOOLS.into_iter().chain(CHECK_TOOLS) {
                 touch(&bin.join(t));
             }
         }

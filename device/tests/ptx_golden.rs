@@ -220,3 +220,49 @@ fn sym_kernels_use_their_protocol_instructions() {
         "{init}"
     );
 }
+
+/// The Device API exports (`api::export::EXPORTED`) are visible device functions of the
+/// PTX, and the LSA barrier session's exports use the instructions of its protocol
+/// (`device/src/api/barrier.rs`): arrive stores the epoch with `st.release.sys` (releasing
+/// orders) or `st.relaxed.sys`; wait polls with `ld.acquire.sys` (acquiring orders) or
+/// `ld.relaxed.sys`, checks the abort flag (`ld.volatile.u32`) and the timeout
+/// (`%globaltimer`); sync does both.
+#[test]
+fn device_api_exports_use_the_barrier_protocol_instructions() {
+    let ptx = ptx();
+    let f = functions(&ptx);
+    for name in oxccl_device::api::export::EXPORTED {
+        assert!(
+            ptx.lines()
+                .any(|l| l.starts_with(".visible .func") && l.contains(&format!(" {name}("))),
+            "{name} is not a .visible .func of the PTX"
+        );
+    }
+    let body = |name: &str| {
+        f.get(name)
+            .unwrap_or_else(|| panic!("{name} missing from the PTX"))
+            .as_str()
+    };
+    let arrive = ["st.release.sys.u64", "st.relaxed.sys.u64"];
+    let wait = [
+        "ld.acquire.sys.u64",
+        "ld.relaxed.sys.u64",
+        "ld.volatile.u32",
+        "%globaltimer",
+    ];
+    let expect: [(&str, &[&str]); 4] = [
+        ("oxccl_dev_lsa_barrier_arrive", &arrive),
+        ("oxccl_dev_lsa_barrier_wait", &wait),
+        ("oxccl_dev_lsa_barrier_wait_timeout", &wait),
+        (
+            "oxccl_dev_lsa_barrier_sync",
+            &[arrive[0], arrive[1], wait[0], wait[1], wait[2], wait[3]],
+        ),
+    ];
+    for (func, instructions) in expect {
+        let b = body(func);
+        for ins in instructions {
+            assert!(b.contains(ins), "{func} lacks {ins}:\n{b}");
+        }
+    }
+}

@@ -10,6 +10,7 @@ mod cpu_shm;
 mod cpu_win;
 pub mod gpu;
 mod gpu_graph;
+pub mod gpu_module;
 mod gpu_vmm;
 pub mod shared;
 pub mod winmem;

@@ -1,5 +1,6 @@
 //! The `oxccl` command line: `demo`, `check`, `perf`, `info`.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -174,8 +175,26 @@ enum Cmd {
     /// Collectives on registered windows (the symmetric kernels), every kernel forced in
     /// turn (`OXCCL_SYM`), back to back on fresh random data, every element checked.
     SymCheck(SymCheckArgs),
+    /// Run a user kernel linked against ptx/oxccl_device.bc (scripts/link-user-kernel.sh)
+    /// on N in-process ranks (GPU backend) and check every rank's result.
+    DevapiRun(DevapiRunArgs),
     /// Settings, backend and devices.
     Info,
+}
+
+#[derive(Args)]
+struct DevapiRunArgs {
+    /// The PTX of the linked user kernel.
+    #[arg(long, value_name = "FILE")]
+    ptx: PathBuf,
+    /// Ranks (all on device 0).
+    #[arg(long, default_value_t = 4)]
+    ranks: usize,
+    /// The kernel to launch (contract: see oxccl::harness::devapi).
+    #[arg(long, default_value = harness::devapi::DEFAULT_KERNEL)]
+    kernel: String,
+    #[arg(long, value_enum, default_value_t = BackendArg::Gpu)]
+    backend: BackendArg,
 }
 
 #[derive(Args)]
@@ -807,6 +826,43 @@ fn graph_check(a: &GraphCheckArgs) -> Result<(), String> {
     }
 }
 
+fn devapi_run(a: &DevapiRunArgs) -> Result<(), String> {
+    let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    if b.as_gpu().is_none() {
+        return Err(format!(
+            "devapi-run needs the GPU backend to run a PTX kernel ({desc})"
+        ));
+    }
+    let ptx = std::fs::read_to_string(&a.ptx)
+        .map_err(|e| format!("devapi-run: reading {}: {e}", a.ptx.display()))?;
+    println!(
+        "oxccl devapi-run: {desc}; kernel {} of {} on {} ranks",
+        a.kernel,
+        a.ptx.display(),
+        a.ranks
+    );
+    let results = harness::devapi::run(b, &ptx, &a.kernel, a.ranks).map_err(|e| e.to_string())?;
+    let (mut passed, mut failed) = (0, 0);
+    for r in &results {
+        if r.passed() {
+            passed += 1;
+            println!("ok   rank {}: out {:?}", r.rank, r.out);
+        } else {
+            failed += 1;
+            println!(
+                "FAIL rank {}: out {:?}, expected {:?} (sum, status, lsa size, api version)",
+                r.rank, r.out, r.expected
+            );
+        }
+    }
+    println!("devapi-run: {passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} ranks failed"))
+    } else {
+        Ok(())
+    }
+}
+
 fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
     if a.procs && child_env().is_none() {
         println!("oxccl sym-check --procs: one process per rank; rank 0's lines below");
@@ -940,6 +996,7 @@ fn main() -> ExitCode {
         Cmd::Tuner(a) => tuner_table(&a),
         Cmd::GraphCheck(a) => graph_check(&a),
         Cmd::SymCheck(a) => sym_check(&a),
+        Cmd::DevapiRun(a) => devapi_run(&a),
         Cmd::Info => {
             info();
             Ok(())

@@ -4,6 +4,7 @@
 //! all-gather-v checks in `moves`, send/recv checks in `p2p` (all re-exported).
 
 mod colls;
+pub mod devapi;
 pub mod graph;
 mod moves;
 mod p2p;
