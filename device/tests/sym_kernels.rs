@@ -85,7 +85,7 @@ struct Comm {
     /// Per rank, the sequence slots of `SymArgs::state` when the kernels keep the sequence
     /// number in device memory (`Some`: the arguments then carry seq 0 and no reset flag,
     /// as a replayed CUDA graph launch would).
-    states: Option<Vec<Box<[u64; 2 * MAX_BLOCKS]>>>,
+    states: Option<Vec<[u64; 2 * MAX_BLOCKS]>>,
 }
 
 #[derive(Clone, Copy)]
@@ -550,7 +550,7 @@ fn device_sequence_slots_make_identical_launches_successive_ops() {
     let mut rng = Rng(11);
     for n in [2u32, 4] {
         let mut c = Comm::new(n);
-        c.states = Some((0..n).map(|_| Box::new([0u64; 2 * MAX_BLOCKS])).collect());
+        c.states = Some((0..n).map(|_| [0u64; 2 * MAX_BLOCKS]).collect());
         for _ in 0..90 {
             let (kind, proto) = KINDS[rng.below(KINDS.len() as u64) as usize];
             let dt = DataType::ALL[rng.below(12) as usize];

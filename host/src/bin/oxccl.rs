@@ -892,7 +892,7 @@ fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
         a.iters
     );
     let rank_counts = match child_env() {
-        Some((_, _, n)) => vec![n as usize],
+        Some((_, _, n)) => vec![n],
         None => a.ranks.clone(),
     };
     let (mut passed, mut failed) = (0usize, 0usize);
