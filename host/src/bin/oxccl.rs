@@ -435,6 +435,32 @@ fn tuner_table(a: &TunerArgs) -> Result<(), String> {
     let ov = cfg.overrides().map_err(|e| e.to_string())?;
     let th = tuner::Thresholds::from_settings(cfg.ll_capacity() as u64);
     print!("{}", tuner::table(&th, &ov, a.ranks, dt.size(), max));
+    // The symmetric kernels (buffers in registered windows), by payload per rank.
+    let setting = oxccl::settings::sym_choice();
+    let ll_max = oxccl::settings::sym_ll_max_bytes() as u64;
+    println!(
+        "\nsymmetric kernels (buffers in registered windows; OXCCL_SYM={setting}, OXCCL_SYM_LL_MAX_BYTES={ll_max}):"
+    );
+    for (spans, what) in [(false, "one process"), (true, "across processes")] {
+        println!("{what}:");
+        println!(
+            "{:>10} {:>24} {:>24} {:>24}",
+            "bytes/rank", "all_reduce", "all_gather", "reduce_scatter"
+        );
+        let mut b = 8u64;
+        while b <= max {
+            let name =
+                |k| oxccl::coll::sym::choose(k, b, ll_max, &setting, spans).map_or("classic", |c| c.name());
+            println!(
+                "{:>10} {:>24} {:>24} {:>24}",
+                fmt_bytes(b as usize),
+                name(oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT),
+                name(oxccl_device::abi::SYM_KIND_ALL_GATHER),
+                name(oxccl_device::abi::SYM_KIND_REDUCE_SCATTER)
+            );
+            b *= 8;
+        }
+    }
     Ok(())
 }
 
@@ -963,7 +989,7 @@ fn sym_choice_name(r: &Ranks, coll: Coll, payload: u64) -> String {
     };
     r.comms[0]
         .sym_choice(kind, payload)
-        .map_or("sym/off".into(), |c| c.name().to_string())
+        .map_or("classic (not sym)".into(), |c| c.name().to_string())
 }
 
 fn info() {

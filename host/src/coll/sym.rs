@@ -16,8 +16,10 @@
 //!   operation count, so a launch replayed from a CUDA graph runs as the next operation.
 //!
 //! # Choice (the symmetric tuner, printed by `oxccl tuner`; `OXCCL_SYM` forces one)
-//! Lamport for payloads up to [`LAMPORT_MAX`] per rank (within the LL capacity), then Simple:
-//! the one-shot all-reduce up to [`ONE_SHOT_MAX`], two-shot beyond.
+//! `auto` follows the H200 measurements: on a communicator in one process the classic
+//! kernels (they measured as fast or faster); across processes the classic LL kernel up to
+//! [`AUTO_ACROSS_MIN`] per rank and the Simple window kernels (two-shot all-reduce) above.
+//! `OXCCL_SYM=simple` picks one-shot up to [`ONE_SHOT_MAX`], two-shot beyond.
 
 use std::sync::Arc;
 
@@ -33,10 +35,10 @@ use crate::comm::Comm;
 use crate::error::Result;
 use crate::window::Window;
 
-/// Largest payload per rank (bytes) the auto choice sends by Lamport.
-pub const LAMPORT_MAX: u64 = 32 << 10;
-/// Largest all-reduce (bytes per rank) the auto choice runs one-shot in Simple.
+/// Largest all-reduce (bytes per rank) `OXCCL_SYM=simple` runs one-shot.
 pub const ONE_SHOT_MAX: u64 = 256 << 10;
+/// `auto` across processes: payloads per rank up to this run the classic (LL) kernels.
+pub const AUTO_ACROSS_MIN: u64 = 64 << 10;
 
 /// A communicator's symmetric-kernel resources on this rank.
 pub(crate) struct SymRes {
@@ -97,8 +99,10 @@ impl SymChoice {
 
 /// The symmetric kernel for collective `kind` (`SYM_KIND_ALL_REDUCE_ONE_SHOT` for any
 /// all-reduce, `SYM_KIND_ALL_GATHER`, `SYM_KIND_REDUCE_SCATTER`) with `payload` bytes per
-/// rank, under `OXCCL_SYM` = `setting`; `None` when the setting is `off`.
-pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str) -> Option<SymChoice> {
+/// rank, under `OXCCL_SYM` = `setting`, on a communicator whose ranks span processes or
+/// not; `None` when the classic kernels run instead (`off`, or `auto` where they measured
+/// faster).
+pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str, spans: bool) -> Option<SymChoice> {
     let all_reduce = kind == SYM_KIND_ALL_REDUCE_ONE_SHOT || kind == SYM_KIND_ALL_REDUCE_TWO_SHOT;
     let simple = |k: u32| SymChoice {
         kind: if all_reduce { k } else { kind },
@@ -119,17 +123,19 @@ pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str) -> Option<Sym
         "simple-twoshot" => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
         "ll" if fits => Some(mailbox(SYM_PROTO_LL)),
         "lamport" if fits => Some(mailbox(SYM_PROTO_LAMPORT)),
-        "simple" => Some(simple(if payload <= ONE_SHOT_MAX {
+        // Forced LL or Lamport past the LL capacity, or Simple: Simple.
+        "simple" | "ll" | "lamport" => Some(simple(if payload <= ONE_SHOT_MAX {
             SYM_KIND_ALL_REDUCE_ONE_SHOT
         } else {
             SYM_KIND_ALL_REDUCE_TWO_SHOT
         })),
-        _ if fits && payload <= LAMPORT_MAX => Some(mailbox(SYM_PROTO_LAMPORT)),
-        _ => Some(simple(if payload <= ONE_SHOT_MAX {
-            SYM_KIND_ALL_REDUCE_ONE_SHOT
-        } else {
-            SYM_KIND_ALL_REDUCE_TWO_SHOT
-        })),
+        // `auto`, from the H200 measurements (benches/results/2026-12-03-sym-h200.md): in one
+        // process the classic kernels are as fast at 256 MiB and faster below (LL 5.1 us
+        // against Lamport 9.3 us per graph-replayed op on 2 ranks), so they run; across
+        // processes the window kernels save the staging copies (128 MiB f32 on 2 ranks:
+        // 230 us against 357 us staged), so they run above the classic LL sizes.
+        _ if !spans || payload <= AUTO_ACROSS_MIN => None,
+        _ => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
     }
 }
 
@@ -218,7 +224,13 @@ impl Comm {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .map_or(crate::settings::sym_ll_max_bytes() as u64, |r| r.max_bytes);
-        choose(kind, payload, ll_max, &crate::settings::sym_choice())
+        choose(
+            kind,
+            payload,
+            ll_max,
+            &crate::settings::sym_choice(),
+            self.spans_processes(),
+        )
     }
 
     /// Run `kind` on window buffers if `send` and `recv` lie in registered windows (and the
@@ -252,7 +264,14 @@ impl Comm {
         ) else {
             return Ok(false);
         };
-        let Some(choice) = choose(kind, payload, res.max_bytes, &crate::settings::sym_choice()) else {
+        let spans = self.spans_processes();
+        let Some(choice) = choose(
+            kind,
+            payload,
+            res.max_bytes,
+            &crate::settings::sym_choice(),
+            spans,
+        ) else {
             return Ok(false);
         };
         self.check_launch(op_name, stream)?;
