@@ -29,10 +29,13 @@ pub unsafe fn load<T: Elem>(data: u64, base: u64, i: u64, bytes: u64) -> [u32; 4
     }
     let size = core::mem::size_of::<T>() as u64;
     let mut v = [0u32; 4];
+    // A constant trip count (the lanes of 16 bytes) so the loop unrolls and every lane index
+    // is a constant: a run-time index would put `v` in local memory.
+    let lanes = chunk_lanes::<T>(data);
     let mut l = 0;
-    while l < chunk_lanes::<T>(data) {
+    while l < 16 / size as usize {
         let o = off + l as u64 * size;
-        if o < bytes {
+        if l < lanes && o < bytes {
             set_lane::<T>(&mut v, l, T::load(base.wrapping_add(o) as *const T));
         }
         l += 1;
@@ -58,10 +61,12 @@ pub unsafe fn store<T: Elem>(data: u64, base: u64, i: u64, bytes: u64, v: [u32; 
         return;
     }
     let size = core::mem::size_of::<T>() as u64;
+    // Constant trip count, as in `load`.
+    let lanes = chunk_lanes::<T>(data);
     let mut l = 0;
-    while l < chunk_lanes::<T>(data) {
+    while l < 16 / size as usize {
         let o = off + l as u64 * size;
-        if o < bytes {
+        if l < lanes && o < bytes {
             T::store(base.wrapping_add(o) as *mut T, get_lane::<T>(&v, l));
         }
         l += 1;

@@ -29,15 +29,10 @@ pub fn peer_addr(w: &WindowDesc, q: u32, off: u64) -> u64 {
 }
 
 impl<'a> SymCtx<'a> {
-    /// The context of `a`, or `None` (after reporting an argument error) when the arguments
-    /// cannot be run by the `proto` family: unknown kind, two-shot outside Simple, no
-    /// ranks, too many ranks or blocks.
-    ///
-    /// # Safety
-    /// `a.error` must be a valid record or 0.
+    /// The context of `a`, unchecked.
     #[inline(always)]
-    pub unsafe fn new(ctx: &'a ExecCtx, a: &'a SymArgs, proto: u32) -> Option<Self> {
-        let c = SymCtx {
+    pub fn of(ctx: &'a ExecCtx, a: &'a SymArgs) -> Self {
+        SymCtx {
             ctx,
             a,
             me: a.scratch.rank,
@@ -46,18 +41,32 @@ impl<'a> SymCtx<'a> {
                 abort_flag: a.abort_flag,
                 timeout_ns: a.timeout_ns,
             },
-        };
+        }
+    }
+
+    /// Whether the `proto` family can run these arguments; reports why not: unknown kind, two-shot
+    /// outside Simple, no ranks, too many ranks or blocks.
+    ///
+    /// # Safety
+    /// `a.error` must be a valid record or 0.
+    #[inline(always)]
+    pub unsafe fn runs(&self, proto: u32) -> bool {
+        let a = self.a;
         let bad_kind = a.kind > SYM_KIND_REDUCE_SCATTER
             || (a.kind == SYM_KIND_ALL_REDUCE_TWO_SHOT && proto != SYM_PROTO_SIMPLE);
         if bad_kind || a.proto != proto {
-            c.bad_arg(((a.kind as u64) << 32) | a.proto as u64);
-            return None;
+            self.bad_arg(((a.kind as u64) << 32) | a.proto as u64);
+            return false;
         }
-        if c.n == 0 || c.n as usize > MAX_LOCAL_RANKS || c.me >= c.n || ctx.block as usize >= MAX_BLOCKS {
-            c.bad_arg(c.n as u64);
-            return None;
+        if self.n == 0
+            || self.n as usize > MAX_LOCAL_RANKS
+            || self.me >= self.n
+            || self.ctx.block as usize >= MAX_BLOCKS
+        {
+            self.bad_arg(self.n as u64);
+            return false;
         }
-        Some(c)
+        true
     }
 
     /// Report an argument the host should have rejected, as a mismatch without a peer.

@@ -106,15 +106,18 @@ use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
 /// Simple layout; every rank launches the same grid.
 #[inline(always)]
 pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    with_device_seq(ctx, a, false, |at| sym_simple_at::<T>(ctx, at))
+    let at = seq_begin(ctx, a, false);
+    sym_simple_at::<T>(ctx, &at);
+    seq_end(ctx, &at);
 }
 
 /// The body of [`sym_simple`], on the sequence number in effect.
 #[inline(always)]
 unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_SIMPLE) else {
+    let c = SymCtx::of(ctx, a);
+    if !c.runs(SYM_PROTO_SIMPLE) {
         return;
-    };
+    }
     if a.kind == SYM_KIND_ALL_GATHER {
         return simple::all_gather::<T>(&c);
     }
@@ -137,15 +140,18 @@ unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// accessed in this rank's copy).
 #[inline(always)]
 pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    with_device_seq(ctx, a, true, |at| sym_ll_at::<T>(ctx, at))
+    let at = seq_begin(ctx, a, true);
+    sym_ll_at::<T>(ctx, &at);
+    seq_end(ctx, &at);
 }
 
 /// The body of [`sym_ll`], on the sequence number in effect.
 #[inline(always)]
 unsafe fn sym_ll_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_LL) else {
+    let c = SymCtx::of(ctx, a);
+    if !c.runs(SYM_PROTO_LL) {
         return;
-    };
+    }
     let p = Ll::of(a.seq);
     if !mailbox::ll_reset(&c) {
         return;
@@ -161,15 +167,18 @@ unsafe fn sym_ll_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// [`sym_lamport_init`] before its first use.
 #[inline(always)]
 pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    with_device_seq(ctx, a, true, |at| sym_lamport_at::<T>(ctx, at))
+    let at = seq_begin(ctx, a, true);
+    sym_lamport_at::<T>(ctx, &at);
+    seq_end(ctx, &at);
 }
 
 /// The body of [`sym_lamport`], on the sequence number in effect.
 #[inline(always)]
 unsafe fn sym_lamport_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    let Some(c) = SymCtx::new(ctx, a, SYM_PROTO_LAMPORT) else {
+    let c = SymCtx::of(ctx, a);
+    if !c.runs(SYM_PROTO_LAMPORT) {
         return;
-    };
+    }
     if lamport_full::<T>() {
         run_mailbox::<T, LamportFull<T>>(&c, LamportFull::of(a.seq));
     } else {
@@ -177,30 +186,41 @@ unsafe fn sym_lamport_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     }
 }
 
-/// Run `body` on `a` with the sequence number (and, for LL, the reset decision) taken from
-/// the rank's sequence slots at `a.state` when it is set (`crate::prims::epoch`'s protocol,
-/// one step per launch), so that a replayed launch runs as the next op.
+/// The arguments a launch runs with: `a` as given, or, when `a.state` is set, with the
+/// sequence number (and, for LL, the reset decision) taken from the rank's sequence slots
+/// (`crate::prims::epoch`'s protocol, one step per launch), so that a replayed launch runs as
+/// the next op. Pair with [`seq_end`]. Plain functions rather than a closure around the body:
+/// closures are not always inlined into the kernel.
 ///
 /// # Safety
 /// `a.state` is 0 or this rank's [`crate::abi::SYM_STATE_BYTES`] of zero-initialised slots,
 /// used by one stream's launches only; called by every thread of the block.
 #[inline(always)]
-unsafe fn with_device_seq(ctx: &ExecCtx, a: &SymArgs, ll: bool, body: impl FnOnce(&SymArgs)) {
+unsafe fn seq_begin(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> SymArgs {
+    let mut at = *a;
     if a.state == 0 {
-        return body(a);
+        return at;
     }
     let slots = a.state as *mut u64;
-    let seq = epoch::begin_at(ctx, slots);
-    let mut at = *a;
-    at.seq = seq;
+    at.seq = epoch::begin_at(ctx, slots);
     // LL resets follow the device's count; Lamport areas carry no LL tags.
     at.flags &= !SYM_FLAG_LL_RESET;
     let gens = slots.wrapping_add(MAX_BLOCKS);
-    if ll && a.proto == SYM_PROTO_LL && epoch::generation_changed_at(ctx, gens, sym_ll_generation(seq)) {
+    if ll && a.proto == SYM_PROTO_LL && epoch::generation_changed_at(ctx, gens, sym_ll_generation(at.seq)) {
         at.flags |= SYM_FLAG_LL_RESET;
     }
-    body(&at);
-    epoch::end_at(ctx, slots, seq, 1);
+    at
+}
+
+/// Advance the sequence slots past this launch (after [`seq_begin`]'s arguments ran).
+///
+/// # Safety
+/// As [`seq_begin`].
+#[inline(always)]
+unsafe fn seq_end(ctx: &ExecCtx, at: &SymArgs) {
+    if at.state != 0 {
+        epoch::end_at(ctx, at.state as *mut u64, at.seq, 1);
+    }
 }
 
 #[inline(always)]

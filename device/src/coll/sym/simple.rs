@@ -38,14 +38,16 @@ fn all_recv(c: &SymCtx, off: u64) -> Addrs {
     Addrs::window(c.recv_of(0, off), c.a.recv.stride, c.n)
 }
 
-/// Entry barrier, `pass`, exit barrier.
+/// Entry barrier, the pass `reduce_copy(srcs -> dsts, [lo, hi))`, exit barrier. Plain code
+/// rather than a closure: closures are not always inlined into the kernel, and an outlined
+/// pass costs a call and a local stack frame.
 #[inline(always)]
-unsafe fn framed(c: &SymCtx, pass: impl FnOnce()) {
+unsafe fn framed<T: Elem, O: Reduce<T>>(c: &SymCtx, op: &O, srcs: &Addrs, dsts: &Addrs, lo: u64, hi: u64) {
     let (entry, exit) = sym_epochs(c.a.seq);
     if !sync(c, entry) {
         return;
     }
-    pass();
+    reduce_copy::<T, O>(c.ctx, op, srcs, dsts, lo, hi);
     sync(c, exit);
 }
 
@@ -58,22 +60,23 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>>(c: &SymCtx, op: &O) {
     let a = c.a;
     let size = core::mem::size_of::<T>() as u64;
     let in_place = a.send.local.wrapping_add(a.send_offset) == a.recv.local.wrapping_add(a.recv_offset);
-    match a.kind {
-        SYM_KIND_ALL_REDUCE_ONE_SHOT if !in_place => framed(c, || {
-            let dst = Addrs::one(c.recv_of(c.me, 0));
-            reduce_copy::<T, O>(c.ctx, op, &all_send(c, 0), &dst, 0, a.count)
-        }),
-        SYM_KIND_ALL_REDUCE_ONE_SHOT | SYM_KIND_ALL_REDUCE_TWO_SHOT => framed(c, || {
+    let (srcs, dsts, lo, hi) = match a.kind {
+        SYM_KIND_ALL_REDUCE_ONE_SHOT if !in_place => {
+            (all_send(c, 0), Addrs::one(c.recv_of(c.me, 0)), 0, a.count)
+        }
+        SYM_KIND_ALL_REDUCE_ONE_SHOT | SYM_KIND_ALL_REDUCE_TWO_SHOT => {
             let (lo, hi) = two_shot_range(a.count, c.n, c.me, size);
-            reduce_copy::<T, O>(c.ctx, op, &all_send(c, 0), &all_recv(c, 0), lo, hi)
-        }),
-        SYM_KIND_REDUCE_SCATTER => framed(c, || {
-            let srcs = all_send(c, c.me as u64 * a.count * size);
-            let dst = Addrs::one(c.recv_of(c.me, 0));
-            reduce_copy::<T, O>(c.ctx, op, &srcs, &dst, 0, a.count)
-        }),
-        k => c.bad_arg(k as u64),
-    }
+            (all_send(c, 0), all_recv(c, 0), lo, hi)
+        }
+        SYM_KIND_REDUCE_SCATTER => (
+            all_send(c, c.me as u64 * a.count * size),
+            Addrs::one(c.recv_of(c.me, 0)),
+            0,
+            a.count,
+        ),
+        k => return c.bad_arg(k as u64),
+    };
+    framed::<T, O>(c, op, &srcs, &dsts, lo, hi)
 }
 
 /// The all-gather (a byte copy whatever `T`).
@@ -83,9 +86,7 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>>(c: &SymCtx, op: &O) {
 #[inline(always)]
 pub unsafe fn all_gather<T: Elem>(c: &SymCtx) {
     let bytes = c.a.count * core::mem::size_of::<T>() as u64;
-    framed(c, || {
-        let src = Addrs::one(c.send_of(c.me, 0));
-        let dsts = all_recv(c, c.me as u64 * bytes);
-        reduce_copy::<u8, Sum>(c.ctx, &Sum, &src, &dsts, 0, bytes)
-    });
+    let src = Addrs::one(c.send_of(c.me, 0));
+    let dsts = all_recv(c, c.me as u64 * bytes);
+    framed::<u8, Sum>(c, &Sum, &src, &dsts, 0, bytes)
 }
