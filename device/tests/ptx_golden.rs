@@ -16,8 +16,11 @@ fn functions(ptx: &str) -> HashMap<String, String> {
     let mut prev = "";
     for line in ptx.lines() {
         let t = line.trim_start();
+        // A header also starts over a pending one that never opened a body: that one was a
+        // declaration (`.func ... ;`, as the Device API exports are declared before use).
+        let pending_decl = cur.as_ref().is_some_and(|(_, b)| !b.contains('{'));
         if (t.starts_with(".visible .func") || t.starts_with(".visible .entry") || t.starts_with(".func"))
-            && cur.is_none()
+            && (cur.is_none() || pending_decl)
         {
             let name = t
                 .split(|c: char| c == '(' || c.is_whitespace())
@@ -28,6 +31,12 @@ fn functions(ptx: &str) -> HashMap<String, String> {
             cur = Some((name, String::new()));
         }
         if let Some((_, body)) = cur.as_mut() {
+            // A declaration ends at its `;` before any body opened: drop it.
+            if line.trim() == ";" && !body.contains('{') {
+                cur = None;
+                prev = line;
+                continue;
+            }
             body.push_str(line);
             body.push('\n');
             // LLVM closes a function with "// -- End function" then "}"; inline asm blocks

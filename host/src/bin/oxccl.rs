@@ -339,6 +339,24 @@ fn make_ranks(b: &Arc<dyn Backend>, n: usize) -> Result<Ranks, oxccl::Error> {
     Ranks::new(Comm::init_all_with(b.clone(), &vec![0; n], Config::default())?)
 }
 
+/// A `check`-style command with `--procs`: run it as `n` processes for each `n` of
+/// `rank_counts`, sum the children's closing counts and fail if any case failed.
+fn check_procs(rank_counts: &[usize]) -> Result<(), String> {
+    let (mut passed, mut failed) = (0, 0);
+    for &n in rank_counts {
+        println!("--- {n} processes");
+        let (p, f) = run_procs(n)?;
+        passed += p;
+        failed += f;
+    }
+    println!("check (all processes): {passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} cases failed"))
+    } else {
+        Ok(())
+    }
+}
+
 /// Run this command line again as `n` child processes, one rank each (the `--procs` flag
 /// dropped), and wait for them. Rank 0's output is printed whole; the others' only where it
 /// reports a failure. Returns the (passed, failed) counts the children's closing lines
@@ -535,19 +553,7 @@ fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
 fn check(a: &CheckArgs) -> Result<(), String> {
     if a.procs && child_env().is_none() {
         println!("oxccl check --procs: one process per rank; every process checks its own rank's outputs; rank 0's table below");
-        let (mut passed, mut failed) = (0, 0);
-        for &n in &a.ranks {
-            println!("--- {n} processes");
-            let (p, f) = run_procs(n)?;
-            passed += p;
-            failed += f;
-        }
-        println!("check (all processes): {passed} passed, {failed} failed");
-        return if failed > 0 {
-            Err(format!("{failed} cases failed"))
-        } else {
-            Ok(())
-        };
+        return check_procs(&a.ranks);
     }
     let (backend, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
     let dtypes = parse_dtypes(&a.dtypes)?;
@@ -892,19 +898,7 @@ fn devapi_run(a: &DevapiRunArgs) -> Result<(), String> {
 fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
     if a.procs && child_env().is_none() {
         println!("oxccl sym-check --procs: one process per rank; rank 0's lines below");
-        let (mut passed, mut failed) = (0, 0);
-        for &n in &a.ranks {
-            println!("--- {n} processes");
-            let (p, f) = run_procs(n)?;
-            passed += p;
-            failed += f;
-        }
-        println!("check (all processes): {passed} passed, {failed} failed");
-        return if failed > 0 {
-            Err(format!("{failed} cases failed"))
-        } else {
-            Ok(())
-        };
+        return check_procs(&a.ranks);
     }
     let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
     let (dts, ops) = (parse_dtypes(&a.dtypes)?, parse_ops(&a.ops)?);
