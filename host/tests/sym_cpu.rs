@@ -41,8 +41,14 @@ fn symmetric_kernels_every_setting() {
                         check_sym(&ranks, &bufs, coll, dt, red, count, iters, cases).unwrap_or_else(|e| {
                             panic!("n {n} {setting} {} {dt:?} {red:?} {count}: {e}", coll.name())
                         });
-                        // `auto` runs the classic kernels in one process (see coll::sym).
-                        if setting != "auto" {
+                        // `auto` runs the classic kernels for some sizes (see coll::sym).
+                        let kind = match coll {
+                            Coll::AllGather => oxccl_device::abi::SYM_KIND_ALL_GATHER,
+                            Coll::ReduceScatter => oxccl_device::abi::SYM_KIND_REDUCE_SCATTER,
+                            _ => oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT,
+                        };
+                        let payload = (count * dt.size()) as u64;
+                        if ranks.comms[0].sym_choice(kind, payload).is_some() {
                             launches += iters as u64;
                         }
                         bufs.release(&ranks).unwrap();

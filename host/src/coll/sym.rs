@@ -16,9 +16,10 @@
 //!   operation count, so a launch replayed from a CUDA graph runs as the next operation.
 //!
 //! # Choice (the symmetric tuner, printed by `oxccl tuner`; `OXCCL_SYM` forces one)
-//! `auto` follows the H200 measurements: on a communicator in one process the classic
-//! kernels (they measured as fast or faster); across processes the classic LL kernel up to
-//! [`AUTO_ACROSS_MIN`] per rank and the Simple window kernels (two-shot all-reduce) above.
+//! `auto` follows the H200 measurements: the window LL kernel up to [`AUTO_LL_MAX`] per
+//! rank; above, on a communicator in one process the classic kernels (they measured as fast
+//! or faster); across processes the classic LL kernel up to [`AUTO_ACROSS_MIN`] per rank and
+//! the Simple window kernels (two-shot all-reduce) above.
 //! `OXCCL_SYM=simple` picks one-shot up to [`ONE_SHOT_MAX`], two-shot beyond.
 
 use std::sync::Arc;
@@ -37,6 +38,8 @@ use crate::window::Window;
 
 /// Largest all-reduce (bytes per rank) `OXCCL_SYM=simple` runs one-shot.
 pub const ONE_SHOT_MAX: u64 = 256 << 10;
+/// `auto`: payloads per rank up to this run the window LL kernel.
+pub const AUTO_LL_MAX: u64 = 4 << 10;
 /// `auto` across processes: payloads per rank up to this run the classic (LL) kernels.
 pub const AUTO_ACROSS_MIN: u64 = 64 << 10;
 
@@ -129,11 +132,13 @@ pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str, spans: bool) 
         } else {
             SYM_KIND_ALL_REDUCE_TWO_SHOT
         })),
-        // `auto`, from the H200 measurements (benches/results/2026-12-03-sym-h200.md): in one
-        // process the classic kernels are as fast at 256 MiB and faster below (LL 5.1 us
-        // against Lamport 9.3 us per graph-replayed op on 2 ranks), so they run; across
+        // `auto`, from the H200 measurements (benches/results/2026-12-03-sym-h200.md): up to
+        // 4 KiB the window LL kernel is the fastest (graph-replayed, 2 ranks: 3.2-3.9 us
+        // against the classic LL's 5.1 us; 8 ranks: 5.8 against 13.6); from there to 256 MiB
+        // in one process the classic kernels are as fast or faster, so they run; across
         // processes the window kernels save the staging copies (128 MiB f32 on 2 ranks:
         // 230 us against 357 us staged), so they run above the classic LL sizes.
+        _ if fits && payload <= AUTO_LL_MAX => Some(mailbox(SYM_PROTO_LL)),
         _ if !spans || payload <= AUTO_ACROSS_MIN => None,
         _ => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
     }
