@@ -24,6 +24,7 @@ use cudarc::driver::{result, sys};
 use oxccl_device::kernels::EMPTY_KERNEL;
 
 use super::gpu::{gpu_stream, DeviceState, GpuBackend};
+use super::gpu_vmm::check;
 use super::Stream;
 use crate::error::{Error, Result};
 use crate::sys::cuda::{self, err};
@@ -45,18 +46,6 @@ impl Drop for GpuGraph {
             let _ = sys::cuGraphExecDestroy(self.exec as sys::CUgraphExec);
             let _ = sys::cuGraphDestroy(self.graph as sys::CUgraph);
         }
-    }
-}
-
-fn check(r: sys::CUresult, op: &'static str, device: usize) -> Result<()> {
-    if r == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(Error::Cuda {
-            op,
-            device: device as i32,
-            message: format!("{r:?}"),
-        })
     }
 }
 

@@ -14,7 +14,8 @@ use super::shared::SharedMem;
 use super::winmem::{PhysHandle, WinAlloc};
 use crate::error::{Error, Result};
 
-fn check(r: sys::CUresult, op: &'static str, device: usize) -> Result<()> {
+/// A driver result as ours: `op` on `device` failed with the code.
+pub(super) fn check(r: sys::CUresult, op: &'static str, device: usize) -> Result<()> {
     if r == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
