@@ -17,6 +17,7 @@ pub mod abort;
 pub mod backend;
 pub mod bootstrap;
 pub mod buffer;
+pub mod capi;
 pub mod coll;
 pub mod comm;
 pub mod error;

@@ -1,0 +1,5 @@
+//! SONAME libnccl.so.2: what programs linked against NCCL ask the loader for. (rustc's own
+//! version script already exports only the `#[no_mangle]` symbols, unversioned.)
+fn main() {
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libnccl.so.2");
+}
