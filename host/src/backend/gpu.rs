@@ -36,6 +36,9 @@ const DEFAULT_SMS: u32 = 132;
 pub struct GpuStream {
     pub device: usize,
     raw: usize,
+    /// Whether oxccl created it (and destroys it on drop); false for a caller's stream
+    /// wrapped by [`GpuBackend::wrap_stream`] (the C ABI's `cudaStream_t`).
+    owned: bool,
 }
 
 impl GpuStream {
@@ -46,8 +49,10 @@ impl GpuStream {
 
 impl Drop for GpuStream {
     fn drop(&mut self) {
-        // SAFETY: created by cuStreamCreate; errors at teardown are ignored (no panic in Drop).
-        let _ = unsafe { result::stream::destroy(self.raw()) };
+        if self.owned {
+            // SAFETY: created by cuStreamCreate; errors at teardown are ignored (no panic in Drop).
+            let _ = unsafe { result::stream::destroy(self.raw()) };
+        }
     }
 }
 
@@ -118,6 +123,34 @@ impl GpuBackend {
             devices: Mutex::new(HashMap::new()),
             empty: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// A caller's stream (a `CUstream`/`cudaStream_t` of `device`'s primary context; 0 is
+    /// the legacy default stream) as a [`Stream`] oxccl launches on; dropping it leaves
+    /// the stream alone. Makes the device's context current (loading the module once).
+    ///
+    /// # Safety
+    /// `raw` is 0 or a live stream of `device`'s primary context, and stays alive while the
+    /// returned [`Stream`] (or work launched on it) is used.
+    pub unsafe fn wrap_stream(&self, device: usize, raw: usize) -> Result<Stream> {
+        self.device(device)?;
+        Ok(Stream::Gpu(Arc::new(GpuStream {
+            device,
+            raw,
+            owned: false,
+        })))
+    }
+
+    /// Whether work is being captured into a CUDA graph on `stream`.
+    pub fn is_capturing(&self, stream: &Stream) -> Result<bool> {
+        let s = gpu_stream(stream)?;
+        self.device(s.device)?;
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: a live stream and a valid out-pointer.
+        unsafe { sys::cuStreamIsCapturing(s.raw(), &mut status) }
+            .result()
+            .map_err(err("cuStreamIsCapturing", s.device as i32))?;
+        Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
     /// Make `device`'s primary context current on this thread, loading the module once.
@@ -452,6 +485,7 @@ impl Backend for GpuBackend {
         Ok(Stream::Gpu(Arc::new(GpuStream {
             device,
             raw: s as usize,
+            owned: true,
         })))
     }
 

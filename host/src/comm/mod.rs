@@ -507,6 +507,15 @@ impl Comm {
         self.control.abort_flag().raise();
     }
 
+    /// Raise only the device abort flag (NCCL's `ncclCommRevoke`): this group's kernels give up
+    /// within one check interval and report `Aborted`, while host exchanges (split,
+    /// finalize's barrier) keep working.
+    pub fn abort_kernels(&self) {
+        // SAFETY: as in `abort`.
+        unsafe { std::ptr::write_volatile(self.group.abort.host as *mut u32, 1) };
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
     /// The first error a kernel of this rank reported, if any (sticky, like NCCL's
     /// `ncclCommGetAsyncError`). Reads device memory: call after synchronizing, or accept
     /// a racy but harmless snapshot.

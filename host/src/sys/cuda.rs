@@ -89,6 +89,26 @@ pub fn bind_primary(ordinal: usize) -> Result<sys::CUcontext> {
     Ok(ctx)
 }
 
+/// The device of the context current on this thread (what `cudaGetDevice` reports after
+/// `cudaSetDevice`), or `None` when no context is current.
+pub fn current_device() -> Result<Option<usize>> {
+    driver()?;
+    let mut ctx: sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    unsafe { sys::cuCtxGetCurrent(&mut ctx) }
+        .result()
+        .map_err(err("cuCtxGetCurrent", -1))?;
+    if ctx.is_null() {
+        return Ok(None);
+    }
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: a valid out-pointer; a context is current.
+    unsafe { sys::cuCtxGetDevice(&mut dev) }
+        .result()
+        .map_err(err("cuCtxGetDevice", -1))?;
+    Ok(Some(dev as usize))
+}
+
 /// Load a PTX image (NUL-terminated) in the current context and get its functions.
 pub fn load_module(device: i32, ptx: &str) -> Result<sys::CUmodule> {
     let c = CString::new(ptx).map_err(|_| Error::ModuleLoad {

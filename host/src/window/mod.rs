@@ -77,6 +77,7 @@ pub use oxccl_device::api::abi::{
     WIN_STRICT_ORDERING,
 };
 pub(crate) use registry::free as free_block;
+pub use registry::{mem_alloc_on, mem_free_on};
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};

@@ -182,25 +182,7 @@ impl Comm {
     pub fn mem_alloc(&self, bytes: usize) -> Result<u64> {
         const OP: &str = "mem_alloc";
         self.check_live(OP)?;
-        if bytes == 0 {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                rank: self.rank(),
-                what: "0 bytes asked".into(),
-            });
-        }
-        let backend = self.backend();
-        let a = backend.win_alloc(self.device(), bytes)?;
-        let ptr = a.ptr;
-        tracing::debug!(target: "oxccl::window", rank = self.rank(), ptr, bytes = a.bytes, "mem_alloc");
-        blocks().insert(
-            ptr,
-            Block {
-                kind: backend.kind(),
-                alloc: a,
-            },
-        );
-        Ok(ptr)
+        mem_alloc_on(&**self.backend(), self.device(), self.rank(), bytes)
     }
 
     /// Free memory from [`Comm::mem_alloc`] (NCCL's `ncclMemFree`). Windows still mapping
@@ -214,4 +196,37 @@ impl Comm {
         // SAFETY: caller contract.
         unsafe { free(&**self.backend(), "mem_free", self.rank(), ptr) }
     }
+}
+
+/// [`Comm::mem_alloc`] without a communicator (NCCL's `ncclMemAlloc` takes none): window-ready
+/// memory on `device` of `backend`; `rank` only names the caller in errors and logs.
+pub fn mem_alloc_on(backend: &dyn Backend, device: usize, rank: u32, bytes: usize) -> Result<u64> {
+    if bytes == 0 {
+        return Err(Error::InvalidArgument {
+            op: "mem_alloc",
+            rank,
+            what: "0 bytes asked".into(),
+        });
+    }
+    let a = backend.win_alloc(device, bytes)?;
+    let ptr = a.ptr;
+    tracing::debug!(target: "oxccl::window", rank, ptr, bytes = a.bytes, "mem_alloc");
+    blocks().insert(
+        ptr,
+        Block {
+            kind: backend.kind(),
+            alloc: a,
+        },
+    );
+    Ok(ptr)
+}
+
+/// [`Comm::mem_free`] without a communicator (NCCL's `ncclMemFree`); `rank` as for
+/// [`mem_alloc_on`].
+///
+/// # Safety
+/// As [`Comm::mem_free`].
+pub unsafe fn mem_free_on(backend: &dyn Backend, rank: u32, ptr: u64) -> Result<()> {
+    // SAFETY: caller contract.
+    unsafe { free(backend, "mem_free", rank, ptr) }
 }
