@@ -92,6 +92,21 @@ pub const SETTINGS: &[Setting] = &[
         help: "cap on blocks per rank per collective (0 = the backend's limit)",
     },
     Setting {
+        name: "NCCL_MAX_CTAS",
+        default: "0",
+        help: "NCCL's name for OXCCL_MAX_BLOCKS (used when OXCCL_MAX_BLOCKS is not set)",
+    },
+    Setting {
+        name: "NCCL_NVLS_ENABLE",
+        default: "0",
+        help: "accepted for NCCL compatibility: oxccl never uses NVLink SHARP / multicast objects (cuMulticastCreate is never called), whatever the value",
+    },
+    Setting {
+        name: "NCCL_MULTI_RANK_GPU_ENABLE",
+        default: "1",
+        help: "accepted for NCCL compatibility: several ranks may share one GPU in oxccl (in one process or many, MPS recommended across processes), whatever the value",
+    },
+    Setting {
         name: "OXCCL_CPU_BLOCKS",
         default: "2",
         help: "CPU backend: host threads (blocks) per rank per collective",
@@ -158,9 +173,13 @@ pub fn staging_bytes() -> usize {
     (get_u64("OXCCL_STAGING_BYTES") as usize).max(4096)
 }
 
-/// `OXCCL_MAX_BLOCKS` (0 = none).
+/// `OXCCL_MAX_BLOCKS`, else `NCCL_MAX_CTAS` (0 = none).
 pub fn max_blocks() -> u32 {
-    get_u64("OXCCL_MAX_BLOCKS") as u32
+    if std::env::var("OXCCL_MAX_BLOCKS").is_ok_and(|v| !v.is_empty()) {
+        get_u64("OXCCL_MAX_BLOCKS") as u32
+    } else {
+        get_u64("NCCL_MAX_CTAS") as u32
+    }
 }
 
 /// `OXCCL_CPU_BLOCKS`, at least 1.

@@ -474,8 +474,22 @@ impl Backend for GpuBackend {
 
     fn download(&self, device: usize, dst: &mut [u8], src: u64) -> Result<()> {
         self.device(device)?;
+        // A CUDA graph being captured on another thread (in the default global mode) must
+        // not be invalidated by this copy: e.g. the async-error polls of a framework's
+        // watchdog thread. The copy touches no captured stream, so the relaxed mode is
+        // safe; the thread's mode is restored afterwards.
+        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: a valid in/out pointer.
+        let swapped = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) }
+            .result()
+            .is_ok();
         // SAFETY: src is an allocation of at least dst.len() bytes (caller contract).
-        unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(err("cuMemcpyDtoH", device as i32))
+        let r = unsafe { result::memcpy_dtoh_sync(dst, src) }.map_err(err("cuMemcpyDtoH", device as i32));
+        if swapped {
+            // SAFETY: restores the mode swapped out above.
+            let _ = unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
+        }
+        r
     }
 
     fn create_stream(&self, device: usize) -> Result<Stream> {

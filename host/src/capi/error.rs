@@ -111,6 +111,8 @@ pub fn last_ptr() -> *const std::ffi::c_char {
 /// Run an entry point's body: its error becomes the returned code and the last error; a
 /// panic becomes `ncclInternalError` (it never crosses into C).
 pub fn guard(op: &'static str, f: impl FnOnce() -> Result<(), CError>) -> NcclResult {
+    static LOG: std::sync::Once = std::sync::Once::new();
+    LOG.call_once(crate::logging::init);
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => SUCCESS,
         Ok(Err(e)) => {

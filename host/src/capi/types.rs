@@ -290,3 +290,103 @@ pub fn error_string(code: NcclResult) -> &'static CStr {
         _ => c"unknown result code",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn initializer() -> NcclConfig {
+        NcclConfig {
+            size: std::mem::size_of::<NcclConfig>(),
+            magic: API_MAGIC,
+            version: VERSION_CODE as u32,
+            blocking: UNDEF_INT,
+            cga_cluster_size: UNDEF_INT,
+            min_ctas: UNDEF_INT,
+            max_ctas: UNDEF_INT,
+            net_name: std::ptr::null(),
+            split_share: UNDEF_INT,
+            traffic_class: UNDEF_INT,
+            comm_name: std::ptr::null(),
+            collnet_enable: UNDEF_INT,
+            cta_policy: UNDEF_INT,
+            shrink_share: UNDEF_INT,
+            nvls_ctas: UNDEF_INT,
+            n_channels_per_net_peer: UNDEF_INT,
+            nvlink_centric_sched: UNDEF_INT,
+            graph_usage_mode: UNDEF_INT,
+            num_rma_ctx: UNDEF_INT,
+        }
+    }
+
+    #[test]
+    fn current_config_parses_and_validates() {
+        let mut c = initializer();
+        c.blocking = 0;
+        c.comm_name = c"pg0".as_ptr();
+        // SAFETY: a whole struct.
+        let p = unsafe { parse_config("t", &c) }.unwrap();
+        assert_eq!(p.blocking, Some(false));
+        assert_eq!(p.name.as_deref(), Some("pg0"));
+        c.max_ctas = 0;
+        // SAFETY: as above.
+        let e = unsafe { parse_config("t", &c) }.unwrap_err();
+        assert_eq!(e.code, INVALID_ARGUMENT);
+        assert!(e.message.contains("maxCTAs"), "{}", e.message);
+    }
+
+    #[test]
+    fn older_caller_reads_only_its_fields() {
+        // A 2.14 caller: size, magic, version, blocking (20 bytes), then whatever follows
+        // in its memory (here garbage that must not be read).
+        let mut raw = [0xffu8; 88];
+        raw[0..8].copy_from_slice(&20usize.to_le_bytes());
+        raw[8..12].copy_from_slice(&API_MAGIC.to_le_bytes());
+        raw[12..16].copy_from_slice(&21400u32.to_le_bytes());
+        raw[16..20].copy_from_slice(&0i32.to_le_bytes());
+        // SAFETY: 88 readable bytes (more than the caller's size says).
+        let p = unsafe { parse_config("t", raw.as_ptr() as *const NcclConfig) }.unwrap();
+        assert_eq!(p.blocking, Some(false));
+        assert_eq!(p.name, None);
+        // A 2.17-sized struct that claims version 2.14: the 2.17 fields are not read even
+        // though they are inside its size (here invalid values).
+        raw[0..8].copy_from_slice(&40usize.to_le_bytes());
+        // SAFETY: as above.
+        assert!(unsafe { parse_config("t", raw.as_ptr() as *const NcclConfig) }.is_ok());
+    }
+
+    #[test]
+    fn newer_caller_extra_fields_ignored_and_bad_magic_refused() {
+        let mut raw = vec![0u8; 128];
+        let c = initializer();
+        // SAFETY: plain bytes of a repr(C) struct.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                &c as *const NcclConfig as *const u8,
+                std::mem::size_of::<NcclConfig>(),
+            )
+        };
+        raw[..88].copy_from_slice(bytes);
+        raw[0..8].copy_from_slice(&128usize.to_le_bytes());
+        raw[12..16].copy_from_slice(&23100u32.to_le_bytes());
+        raw[88..].fill(0x5a);
+        // SAFETY: 128 readable bytes.
+        assert!(unsafe { parse_config("t", raw.as_ptr() as *const NcclConfig) }.is_ok());
+        raw[8] ^= 1;
+        // SAFETY: as above.
+        let e = unsafe { parse_config("t", raw.as_ptr() as *const NcclConfig) }.unwrap_err();
+        assert!(e.message.contains("magic"), "{}", e.message);
+    }
+
+    #[test]
+    fn types_and_ops_map_to_nccl_values() {
+        assert_eq!(dtype("t", 9).unwrap(), DataType::Bf16);
+        assert_eq!(dtype("t", 12).unwrap_err().code, INVALID_ARGUMENT);
+        assert_eq!(builtin_op(4), Some(RedOp::Avg));
+        assert_eq!(builtin_op(5), None);
+        let mut seen = std::collections::HashSet::new();
+        for c in 0..NUM_RESULTS {
+            assert!(seen.insert(error_string(c).to_bytes()));
+        }
+    }
+}
