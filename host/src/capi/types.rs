@@ -357,7 +357,7 @@ mod tests {
 
     #[test]
     fn newer_caller_extra_fields_ignored_and_bad_magic_refused() {
-        let mut raw = vec![0u8; 128];
+        let mut raw = [0u8; 128];
         let c = initializer();
         // SAFETY: plain bytes of a repr(C) struct.
         let bytes = unsafe {
