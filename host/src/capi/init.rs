@@ -298,7 +298,8 @@ fn release(op: &'static str, cc: &CComm) -> Result<(), CError> {
     if let Some(h) = cc.finalizing.lock().unwrap_or_else(|p| p.into_inner()).take() {
         let _ = h.join();
     }
-    cc.streams.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    // The cached streams stay until the communicator is gone: destroying it waits for the
+    // work launched on them.
     match cc.remove() {
         State::Ready(c) => {
             let rank = c.rank();
@@ -318,6 +319,7 @@ fn release(op: &'static str, cc: &CComm) -> Result<(), CError> {
         State::Split(h) => h.abort(),
         State::Failed(_) | State::Gone => {}
     }
+    cc.streams.lock().unwrap_or_else(|p| p.into_inner()).clear();
     Ok(())
 }
 
