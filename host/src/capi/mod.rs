@@ -10,7 +10,7 @@
 //!   backend): [`group`].
 //! - Entry points: [`init`] (ids, communicators), [`coll`] (collectives, send/recv,
 //!   operators), [`mem`] (`ncclMemAlloc`, registration, windows), [`devapi`] (the host side
-//!   of the Device API), [`misc`] (version, strings, one-sided calls oxccl refuses).
+//!   of the Device API), [`requirements`] (its resource-requirement helpers), [`misc`] (version, strings, one-sided calls oxccl refuses).
 //!
 //! One backend serves the process: the GPU when a driver and a device are present, else the
 //! CPU (`OXCCL_BACKEND=cpu` forces it), as [`crate::backend::auto`] decides. On the GPU a
@@ -53,6 +53,7 @@ pub(crate) mod handle;
 pub mod init;
 pub mod mem;
 pub mod misc;
+pub mod requirements;
 pub mod types;
 
 pub use coll::*;
@@ -60,6 +61,7 @@ pub use devapi::*;
 pub use init::*;
 pub use mem::*;
 pub use misc::*;
+pub use requirements::*;
 
 /// The process's backend (chosen once, at the first call that needs one).
 pub(crate) fn backend() -> Arc<dyn Backend> {
