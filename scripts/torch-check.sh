@@ -20,6 +20,7 @@
 #         again through torch.multiprocessing spawn (torch_check.py --spawn N)
 #   ref1  the same test, 1 process, the wheel's own NCCL 2.28 (no LD_PRELOAD; real NCCL refuses two ranks
 #         on one GPU): shows which failures are the harness's or torch's rather than our library's
+#         (information only: its failures do not fail the check)
 # Per-run limits (seconds): T_2 (default 110), T_4 (140), T_ref1 (60), T_<N> for other N (140); with the
 # rest, at most about 6 minutes even when every run hangs (a healthy run takes well under a minute,
 # provided the library embeds the cubin: without it every process JIT-compiles ~40 MB of PTX first). Other knobs pass through to torch_check.py (SIZES, DTYPES,
@@ -120,7 +121,9 @@ run)
     trun() {
         local name=$1 lim=$2 pre=$3 n=$4 log=$out/torch-$1.log t0=$SECONDS rc=0 port
         port=$(free_port)
-        local envs=(); if [ "$pre" = 1 ]; then envs=("LD_PRELOAD=$OXCCL_LIB"); else envs=(OXCCL_ALLOW_ANY_NCCL=1); fi
+        # ours logs its communicator inits and splits (NCCL_DEBUG=INFO, subsystem CAPI), which shows that
+        # torch's new_group / split_group reach ncclCommSplit
+        local envs=(); if [ "$pre" = 1 ]; then envs=("LD_PRELOAD=$OXCCL_LIB" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=CAPI); else envs=(OXCCL_ALLOW_ANY_NCCL=1); fi
         say "=== $name: $n process(es), port $port, ${envs[*]}, limit ${lim}s"
         { echo "\$ ${envs[*]} $py -m torch.distributed.run --nproc_per_node $n --master_addr 127.0.0.1 --master_port $port --local-addr 127.0.0.1 scripts/torch_check.py"; } > "$log"
         env "${envs[@]}" timeout -k 10 "$lim" "$py" -m torch.distributed.run --nproc_per_node "$n" \
@@ -139,12 +142,16 @@ run)
             grep -E "^\[r0\] (PASS maps|binding:|note: also mapped|torch.cuda.nccl)|FAIL (maps|import)" "$log" | head -20
             grep -E "^SUMMARY (FAIL|SKIP)" "$log" | head -80
             grep -E "TIMING|^SUMMARY world|rank summary|tests done|^spawn:" "$log"
+            if [ "$pre" = 1 ]; then
+                echo "library log: $(grep -c 'ncclCommInitRank' "$log" || true) ncclCommInitRank* calls, $(grep -c 'ncclCommSplit:' "$log" || true) ncclCommSplit calls; the first splits:"
+                grep 'ncclCommSplit:' "$log" | head -4 | sed 's/^/  | /'
+            fi
             if [ $rc -ne 0 ]; then
                 echo "-- first error lines of $log:"
                 grep -E "Traceback|Error|error:|^\[r[0-9]+\] FAIL" "$log" | head -30
             fi
         } >> "$sum" || true
-        if [ $rc -eq 0 ]; then r=ok; else r="FAIL (exit $rc)"; st=1; fi
+        if [ $rc -eq 0 ]; then r=ok; elif [ "$pre" = 1 ]; then r="FAIL (exit $rc)"; st=1; else r="not clean (exit $rc): information only, the wheel's NCCL"; fi
         say "$name: $r, $((SECONDS - t0))s"
     }
     for s in $steps; do

@@ -16,7 +16,8 @@ desynchronises the ranks):
     no proof: torch/__init__.py also maps the wheel's nvidia/nccl/lib/libnccl.so.2 (by path, RTLD_LOCAL)
     under LD_PRELOAD; that copy binds nothing, and the check shows it. Prints torch.cuda.nccl.version();
   * for bf16, f16, f32, i64 and sizes 1, 7, 1000, 65537, 1<<20+3 (SIZES=... overrides): all_reduce SUM,
-    AVG, MAX, MIN, PREMUL_SUM (python-float factor and 0-dim cuda tensor factor), broadcast, reduce,
+    AVG, MAX, MIN, PREMUL_SUM (python-float factor and 0-dim cuda tensor factor; for bf16 torch passes a
+    float32 scalar that NCCL reads as bf16, see premul_seen), broadcast, reduce,
     all_gather (list), all_gather_into_tensor, reduce_scatter_tensor, reduce_scatter (list),
     all_to_all_single (equal and unequal splits), send/recv ring, batch_isend_irecv; then barrier,
     new_group(even ranks) and dist.split_group (if this torch has it) each with collectives;
@@ -43,6 +44,7 @@ import json
 import os
 import socket
 import statistics
+import struct
 import sys
 import traceback
 import zlib
@@ -435,10 +437,26 @@ def run_tests(torch, dist, ck, rank, world, dev, gpu):
         if gpu:
             torch.cuda.synchronize()
 
+    # torch hands NCCL a float32 scalar for bf16 tensors (unpackPreMulSum<float, ncclBfloat16>, and a
+    # factor tensor must then be float32), while NCCL reads the scalar as the reduction's dtype: the
+    # first two bytes of the float. A factor whose float32 bits are 0x40404040 (3.0039...) reads as
+    # bf16 0x4040 = 3.0; the reference uses the value NCCL reads, computed from the bytes.
+    BF16_PREMUL = struct.unpack("<f", bytes([0x40] * 4))[0]
+
+    def premul_factor(dn):
+        return BF16_PREMUL if dn == "bf16" else PREMUL
+
+    def premul_seen(dn):
+        if dn != "bf16":
+            return PREMUL
+        return struct.unpack("<f", b"\x00\x00" + struct.pack("<f", BF16_PREMUL)[:2])[0]
+
     def premul_op(dn, tensor_factor):
+        f = premul_factor(dn)
         if tensor_factor:
-            return dist._make_nccl_premul_sum(torch.tensor(PREMUL, dtype=DT[dn], device=dev))
-        return dist._make_nccl_premul_sum(PREMUL)
+            fdt = torch.float32 if dn == "bf16" else DT[dn]
+            return dist._make_nccl_premul_sum(torch.tensor(f, dtype=fdt, device=dev))
+        return dist._make_nccl_premul_sum(f)
 
     def avg_tol(ref, xs, dn):
         # NCCL averages floats as a pre-multiply by 1/W then a sum in the dtype: W roundings of x_i/W and
@@ -495,7 +513,7 @@ def run_tests(torch, dist, ck, rank, world, dev, gpu):
                         ref = xs.to(f64).sum(0) / W
                         tol = avg_tol(ref, xs, dn)
                 else:
-                    ref = xs.to(f64).sum(0) * PREMUL
+                    ref = xs.to(f64).sum(0) * premul_seen(dn)
                 check(name, t, ref, dn, tol)
 
             # broadcast from a root that moves with the size

@@ -19,7 +19,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         name: "NCCL_DEBUG_SUBSYS",
         default: "ALL",
-        help: "comma-separated subsystems to log (INIT, COLL, ALLOC, ...); ALL for every one",
+        help: "comma-separated subsystems to log: INIT, COLL, P2P, ALLOC, WINDOW, CAPI (the C ABI's communicator calls); ALL for every one",
     },
     Setting {
         name: "OXCCL_BACKEND",

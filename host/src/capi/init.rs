@@ -64,6 +64,11 @@ unsafe fn init_rank(
         source,
     })?;
     let (n, r) = (nranks as u32, rank as u32);
+    tracing::info!(
+        target: "oxccl::capi",
+        "{op}: rank {r} of {n} on device {device}, {}",
+        if blocking { "blocking" } else { "non-blocking" }
+    );
     if group::in_group() || !blocking {
         config.blocking = false;
         let h = Comm::start_init_rank(b, n, &id, r, device, config, &boot);
@@ -215,6 +220,13 @@ api! {
         let blocking = cfg.as_ref().unwrap_or(parent.config()).blocking;
         let color = (color != SPLIT_NOCOLOR).then_some(color as u32);
         let background = group::in_group() || !blocking;
+        tracing::info!(
+            target: "oxccl::capi",
+            "{OP}: parent rank {} of {}, color {color:?}, key {key}, {}",
+            parent.rank(),
+            parent.count(),
+            if background { "in the background" } else { "blocking" }
+        );
         // SAFETY: checked non-null.
         unsafe { newcomm.write(std::ptr::null_mut()) };
         if !background {
