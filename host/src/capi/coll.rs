@@ -1,7 +1,8 @@
 //! Collectives, send/recv and `ncclRedOpCreatePreMulSum`/`ncclRedOpDestroy`. Each call
-//! validates its C arguments (negative roots and peers, unknown types and operators), finds
-//! the stream, launches through the `*_raw` form of [`Comm`] (which checks null buffers,
-//! sizes and ranges) and, on the CPU backend, completes as [`super::group`] says.
+//! validates its C arguments (negative roots and peers, unknown types and operators, counts
+//! beyond any buffer such as a negative count cast to `size_t`), finds the stream, launches
+//! through the `*_raw` form of [`Comm`] (which checks null buffers, sizes and ranges) and,
+//! on the CPU backend, completes as [`super::group`] says.
 //!
 //! `ncclScalarDevice` operators read their scalar in stream order: the stream is
 //! synchronized and the scalar copied when the collective is called (refused inside a CUDA
@@ -100,6 +101,24 @@ impl Call {
     }
 }
 
+/// The data type of a call with `count` elements of it: a count whose bytes exceed
+/// `isize::MAX` (a negative number cast to `size_t`, say) is refused here, before any
+/// buffer is touched.
+fn dtype_count(op: &'static str, datatype: c_int, count: usize) -> Result<DataType, CError> {
+    let t = dtype(op, datatype)?;
+    if count > isize::MAX as usize / t.size() {
+        return Err(CError::arg(
+            op,
+            format!(
+                "count {count} ({} as a signed number) of {} elements is beyond any buffer (a negative count?)",
+                count as isize,
+                t.name()
+            ),
+        ));
+    }
+    Ok(t)
+}
+
 fn root(op: &'static str, r: c_int) -> Result<u32, CError> {
     u32::try_from(r).map_err(|_| CError::arg(op, format!("root {r} is negative")))
 }
@@ -116,7 +135,7 @@ api! {
     ) {
         const OP: &str = "ncclAllReduce";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let o = c.op(OP, op, t)?;
         // SAFETY: nccl.h's contract for the buffers.
         c.done(unsafe { c.comm.all_reduce_raw(send as u64, recv as u64, count, t, o, &c.stream) })
@@ -135,7 +154,7 @@ api! {
     ) {
         const OP: &str = "ncclBroadcast";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
         // SAFETY: nccl.h's contract for the buffers.
         c.done(unsafe { c.comm.broadcast_raw(send as u64, recv as u64, count, t, r, &c.stream) })
@@ -154,7 +173,7 @@ api! {
     ) {
         const OP: &str = "ncclBcast";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
         // SAFETY: nccl.h's contract for the buffer.
         c.done(unsafe { c.comm.broadcast_raw(buf as u64, buf as u64, count, t, r, &c.stream) })
@@ -174,7 +193,7 @@ api! {
     ) {
         const OP: &str = "ncclReduce";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let o = c.op(OP, op, t)?;
         let r = root(OP, root_rank)?;
         // SAFETY: nccl.h's contract for the buffers.
@@ -193,7 +212,7 @@ api! {
     ) {
         const OP: &str = "ncclAllGather";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, sendcount)?;
         // SAFETY: nccl.h's contract for the buffers.
         c.done(unsafe { c.comm.all_gather_raw(send as u64, recv as u64, sendcount, t, &c.stream) })
     }
@@ -211,7 +230,7 @@ api! {
     ) {
         const OP: &str = "ncclReduceScatter";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, recvcount)?;
         let o = c.op(OP, op, t)?;
         // SAFETY: nccl.h's contract for the buffers.
         c.done(unsafe { c.comm.reduce_scatter_raw(send as u64, recv as u64, recvcount, t, o, &c.stream) })
@@ -229,7 +248,7 @@ api! {
     ) {
         const OP: &str = "ncclAlltoAll";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         // SAFETY: nccl.h's contract for the buffers.
         c.done(unsafe { c.comm.all_to_all_raw(send as u64, recv as u64, count, t, &c.stream) })
     }
@@ -247,7 +266,7 @@ api! {
     ) {
         const OP: &str = "ncclGather";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
         // SAFETY: nccl.h's contract for the buffers.
         c.done(unsafe { c.comm.gather_raw(send as u64, recv as u64, count, t, r, &c.stream) })
@@ -266,7 +285,7 @@ api! {
     ) {
         const OP: &str = "ncclScatter";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
         // SAFETY: nccl.h's contract for the buffers.
         c.done(unsafe { c.comm.scatter_raw(send as u64, recv as u64, count, t, r, &c.stream) })
@@ -288,7 +307,7 @@ api! {
     ) {
         const OP: &str = "ncclSend";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let p = peer(OP, to)?;
         // SAFETY: nccl.h's contract for the buffer.
         c.done(unsafe { c.comm.send_raw(send as u64, count, t, p, &c.stream) })
@@ -306,7 +325,7 @@ api! {
     ) {
         const OP: &str = "ncclRecv";
         let c = call(OP, comm, stream)?;
-        let t = dtype(OP, datatype)?;
+        let t = dtype_count(OP, datatype, count)?;
         let p = peer(OP, from)?;
         // SAFETY: nccl.h's contract for the buffer.
         c.done(unsafe { c.comm.recv_raw(recv as u64, count, t, p, &c.stream) })

@@ -337,9 +337,12 @@ fn release(op: &'static str, cc: &CComm) -> Result<(), CError> {
 
 api! {
     /// Waits for this rank's launched work and frees the rank's resources (local: the other
-    /// ranks are not waited for).
+    /// ranks are not waited for). Destroying NULL is a no-op, as with NCCL.
     fn ncclCommDestroy / pncclCommDestroy(comm: NcclComm) {
         const OP: &str = "ncclCommDestroy";
+        if comm.is_null() {
+            return Ok(()); // NCCL returns ncclSuccess for NULL
+        }
         let cc = CComm::get(OP, super::key(comm))?;
         release(OP, &cc)
     }
