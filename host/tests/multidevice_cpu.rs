@@ -3,7 +3,9 @@
 //! device and round-robin placements, every collective and the symmetric kernels on
 //! random data checked against the host reference, device pairs that cannot reach each
 //! other (refused on the CPU backend) reported by rank and device at init, the command
-//! line's `--devices` in one process and with `--procs`, and `oxccl topo`.
+//! line's `--devices` in one process and with `--procs`, and `oxccl topo`;
+//! and `scripts/multigpu-bench.sh`: its syntax, and a dry run of its flow on the CPU
+//! backend.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
@@ -391,4 +393,99 @@ fn cli_reports_unreachable_devices_by_rank_and_device() {
             "{t}"
         );
     }
+}
+
+// ---- scripts/multigpu-bench.sh ------------------------------------------------------
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Whether `prog --version` runs here.
+fn have(prog: &str) -> bool {
+    Command::new(prog)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn bench_scripts_parse() {
+    if !have("bash") || !have("python3") {
+        eprintln!("skipped: bash or python3 missing");
+        return;
+    }
+    let root = repo_root();
+    let out = Command::new("bash")
+        .arg("-n")
+        .arg(root.join("scripts/multigpu-bench.sh"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for py in ["scripts/nccl-ref.py", "scripts/multigpu-compare.py"] {
+        let src = root.join(py);
+        let code = "import ast, sys; ast.parse(open(sys.argv[1]).read(), sys.argv[1])";
+        let out = Command::new("python3")
+            .args(["-c", code])
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{py}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The script's whole flow as a dry run on the CPU backend (2 logical devices as the GPUs,
+/// tiny sizes): every step it runs passes, and the table joins oxccl's rows.
+#[test]
+fn bench_script_dry_run_on_the_cpu_backend() {
+    if !have("bash") || !have("python3") || !have("timeout") {
+        eprintln!("skipped: bash, python3 or timeout missing");
+        return;
+    }
+    let out_dir = std::env::temp_dir().join(format!("oxccl-mg-dry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/multigpu-bench.sh"))
+        .arg("run")
+        .env("BACKEND", "cpu")
+        .env("BIN", env!("CARGO_BIN_EXE_oxccl"))
+        .env("QUICK", "1")
+        .env("MAX", "1K")
+        .env("OUT", &out_dir)
+        .env("STEPS", "machine check perf nccl compare")
+        .env_remove("NCCL_ALGO")
+        .env_remove("NCCL_PROTO")
+        .env_remove("OXCCL_SYM")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::fs::read_to_string(out_dir.join("table.md")).unwrap();
+    assert!(
+        table.starts_with("# multigpu-bench: 2 GPUs: 2 ranks, rank r on GPU r"),
+        "{table}"
+    );
+    assert!(table.contains("NCCL_NVLS_ENABLE=0"), "{table}");
+    for step in ["machine", "check", "perf", "perf-procs", "compare"] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(step) && l.split_whitespace().nth(1) == Some("ok")),
+            "{step}: {table}"
+        );
+    }
+    assert!(table.contains("nccl         SKIPPED"), "{table}");
+    for coll in ["all_reduce", "all_gather", "reduce_scatter"] {
+        assert!(table.contains(&format!("### {coll} bf16, 2 ranks")), "{table}");
+    }
+    assert!(table.contains("| 1K | "), "{table}");
+    let _ = std::fs::remove_dir_all(&out_dir);
 }
