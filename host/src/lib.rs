@@ -9,6 +9,7 @@
 //!   [`group_start`] / [`group_end`] (NCCL's group semantics, see [`group`]).
 //! - [`backend`]: the GPU backend (CUDA driver, PTX from `device/`) and the CPU backend
 //!   (the same device functions on host threads).
+//! - [`topo`]: the devices of a backend and which pairs reach each other's memory (P2P).
 //!
 //! Errors are [`Error`]; device-side failures (timeouts, aborts, mismatched calls) are
 //! reported through [`Comm::async_error`].
@@ -27,6 +28,7 @@ pub mod logging;
 pub mod p2p;
 pub mod settings;
 pub mod sys;
+pub mod topo;
 pub mod transport;
 pub mod verify;
 pub mod window;

@@ -111,6 +111,11 @@ pub const SETTINGS: &[Setting] = &[
         default: "2",
         help: "CPU backend: host threads (blocks) per rank per collective",
     },
+    Setting {
+        name: "OXCCL_CPU_P2P_REFUSE",
+        default: "",
+        help: "CPU backend, fault injection: logical device pairs made unable to reach each other's memory, comma-separated `a>b` (a cannot access b) or `a<>b` (neither way); communicator init and `oxccl topo` then report them as a GPU machine without P2P between those devices",
+    },
 ];
 
 /// The value of a setting (environment, else default).

@@ -121,13 +121,62 @@ impl CpuEvent {
 
 /// The CPU backend.
 #[derive(Debug, Default)]
-pub struct CpuBackend;
+pub struct CpuBackend {
+    /// Directed pairs `(a, b)`: logical device `a` is made unable to access device `b`'s
+    /// memory (fault injection for the P2P checks; see [`CpuBackend::with_refused_peers`]).
+    refused: Vec<(usize, usize)>,
+}
+
+/// The environment variable [`CpuBackend::new`] reads refused pairs from (see
+/// [`parse_refused_peers`]).
+pub const REFUSE_PEERS_ENV: &str = "OXCCL_CPU_P2P_REFUSE";
 
 impl CpuBackend {
-    /// A CPU backend.
+    /// A CPU backend; its logical devices all reach each other, except the pairs
+    /// `OXCCL_CPU_P2P_REFUSE` names (fault injection, see [`parse_refused_peers`]; a value
+    /// that does not parse is ignored with a warning).
     pub fn new() -> Self {
-        CpuBackend
+        let refused = match std::env::var(REFUSE_PEERS_ENV) {
+            Ok(v) => parse_refused_peers(&v).unwrap_or_else(|e| {
+                tracing::warn!(target: "oxccl::init", "{REFUSE_PEERS_ENV}: {e}; ignored");
+                Vec::new()
+            }),
+            Err(_) => Vec::new(),
+        };
+        CpuBackend { refused }
     }
+
+    /// A CPU backend on which device `a` cannot access device `b`'s memory for every
+    /// `(a, b)` of `pairs` (directed; list both orders to refuse both ways): what a machine
+    /// without P2P between some GPUs looks like to communicator init and `oxccl topo`.
+    pub fn with_refused_peers(pairs: &[(usize, usize)]) -> Self {
+        CpuBackend {
+            refused: pairs.to_vec(),
+        }
+    }
+}
+
+/// Refused pairs as `OXCCL_CPU_P2P_REFUSE` writes them: comma-separated `a>b` (device `a`
+/// cannot access `b`'s memory) or `a<>b` (neither way), e.g. `0<>2,1>3`.
+pub fn parse_refused_peers(s: &str) -> std::result::Result<Vec<(usize, usize)>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("bad device {t:?} in {part:?} (expected a>b or a<>b)"))
+        };
+        if let Some((a, b)) = part.split_once("<>") {
+            let (a, b) = (num(a)?, num(b)?);
+            v.push((a, b));
+            v.push((b, a));
+        } else if let Some((a, b)) = part.split_once('>') {
+            v.push((num(a)?, num(b)?));
+        } else {
+            return Err(format!("bad pair {part:?} (expected a>b or a<>b)"));
+        }
+    }
+    Ok(v)
 }
 
 fn cpu_stream(s: &Stream) -> &Arc<CpuStream> {
@@ -148,6 +197,10 @@ impl Backend for CpuBackend {
 
     fn device_name(&self, device: usize) -> String {
         format!("cpu device {device} (host threads)")
+    }
+
+    fn can_access_peer(&self, a: usize, b: usize) -> Result<bool> {
+        Ok(a == b || !self.refused.contains(&(a, b)))
     }
 
     fn alloc(&self, device: usize, bytes: usize) -> Result<u64> {

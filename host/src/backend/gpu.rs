@@ -59,6 +59,8 @@ impl Drop for GpuStream {
 /// A CUDA event with timing.
 pub struct GpuEvent {
     raw: usize,
+    /// The device of the stream it was recorded on.
+    device: usize,
 }
 
 impl Drop for GpuEvent {
@@ -266,32 +268,25 @@ impl GpuBackend {
         if a == b {
             return Ok(true);
         }
-        let sa = self.device(a)?;
-        let sb = self.device(b)?;
-        let mut can: i32 = 0;
-        let (da, db) = (
-            result::device::get(a as i32).map_err(err("cuDeviceGet", a as i32))?,
-            result::device::get(b as i32).map_err(err("cuDeviceGet", b as i32))?,
-        );
-        // SAFETY: out-pointer to a local; valid device handles.
-        unsafe { sys::cuDeviceCanAccessPeer(&mut can, da, db) }
-            .result()
-            .map_err(err("cuDeviceCanAccessPeer", a as i32))?;
-        if can == 0 {
+        // Both directions must be possible (each device's kernels load and store the other's
+        // memory); asked before any context is made for them.
+        if !cuda::can_access_peer(a, b)? || !cuda::can_access_peer(b, a)? {
             return Ok(false);
         }
-        for (from, to) in [(&sa, &sb), (&sb, &sa)] {
+        let sa = self.device(a)?;
+        let sb = self.device(b)?;
+        for (from, fd, to, td) in [(&sa, a, &sb, b), (&sb, b, &sa, a)] {
             // SAFETY: retained primary contexts.
             unsafe { result::ctx::set_current(from.ctx as sys::CUcontext) }
-                .map_err(err("cuCtxSetCurrent", a as i32))?;
+                .map_err(err("cuCtxSetCurrent", fd as i32))?;
             // SAFETY: as above; already-enabled is not an error for us.
             let r = unsafe { sys::cuCtxEnablePeerAccess(to.ctx as sys::CUcontext, 0) };
             if r != sys::CUresult::CUDA_SUCCESS && r != sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
             {
                 return Err(Error::Cuda {
                     op: "cuCtxEnablePeerAccess",
-                    device: a as i32,
-                    message: format!("{r:?}"),
+                    device: fd as i32,
+                    message: format!("{r:?} (enabling access from device {fd} to device {td}'s memory)"),
                 });
             }
         }
@@ -624,6 +619,22 @@ impl Backend for GpuBackend {
         ALL_REDUCE_BLOCK_THREADS
     }
 
+    fn can_access_peer(&self, a: usize, b: usize) -> Result<bool> {
+        if a == b {
+            return Ok(true);
+        }
+        for d in [a, b] {
+            if d >= self.count {
+                return Err(Error::NoSuchDevice {
+                    device: d,
+                    count: self.count,
+                    backend: "gpu",
+                });
+            }
+        }
+        cuda::can_access_peer(a, b)
+    }
+
     fn enable_peer_access(&self, a: usize, b: usize) -> Result<bool> {
         self.peer_access(a, b)
     }
@@ -714,18 +725,29 @@ impl Backend for GpuBackend {
             .map_err(err("cuEventCreate", s.device as i32))?;
         // SAFETY: fresh event, live stream.
         unsafe { result::event::record(e, s.raw()) }.map_err(err("cuEventRecord", s.device as i32))?;
-        Ok(Event::Gpu(GpuEvent { raw: e as usize }))
+        Ok(Event::Gpu(GpuEvent {
+            raw: e as usize,
+            device: s.device,
+        }))
     }
 
     fn elapsed(&self, a: &Event, b: &Event) -> Result<f64> {
         match (a, b) {
             (Event::Gpu(a), Event::Gpu(b)) => {
+                if a.device != b.device {
+                    return Err(Error::Init(format!(
+                        "timing between events of device {} and device {} (cuEventElapsedTime needs one device)",
+                        a.device, b.device
+                    )));
+                }
+                let d = b.device as i32;
+                self.device(b.device)?;
                 // SAFETY: recorded events.
                 unsafe { result::event::synchronize(b.raw as sys::CUevent) }
-                    .map_err(err("cuEventSynchronize", -1))?;
+                    .map_err(err("cuEventSynchronize", d))?;
                 // SAFETY: both recorded and complete.
                 let ms = unsafe { result::event::elapsed(a.raw as sys::CUevent, b.raw as sys::CUevent) }
-                    .map_err(err("cuEventElapsedTime", -1))?;
+                    .map_err(err("cuEventElapsedTime", d))?;
                 Ok(ms as f64 / 1e3)
             }
             _ => Err(Error::Init(

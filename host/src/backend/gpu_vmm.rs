@@ -4,6 +4,13 @@
 //! process) imports the descriptor, reserves a range of its own, maps the same physical
 //! memory there and grants its device read/write access. Unmapping and releasing follow the
 //! reverse order. No multicast object is created anywhere.
+//!
+//! Access: memory this process allocates is mapped read/write for its own device and for every
+//! other device that can reach it (`cuDeviceCanAccessPeer`, as NCCL's `ncclCuMemAlloc` does):
+//! ranks of this process on other GPUs load and store it directly at the addresses the
+//! collectives publish (segments' inboxes and staging, `mem_alloc` buffers). VMM memory needs
+//! that grant per device: `cuCtxEnablePeerAccess` covers `cuMemAlloc` memory only. An
+//! imported mapping, or a window's flat range, is used by the importing rank's device alone.
 
 use std::ffi::c_void;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -13,6 +20,7 @@ use cudarc::driver::sys;
 use super::shared::SharedMem;
 use super::winmem::{PhysHandle, WinAlloc};
 use crate::error::{Error, Result};
+use crate::sys::cuda;
 
 /// A driver result as ours: `op` on `device` failed with the code.
 pub(super) fn check(r: sys::CUresult, op: &'static str, device: usize) -> Result<()> {
@@ -62,7 +70,41 @@ fn granularity(device: usize) -> Result<usize> {
     Ok(g.max(1))
 }
 
-/// Reserve a range for `handle`, map it and grant `device` read/write access.
+/// The devices granted access to memory allocated on `device`: `device` first, then every
+/// other device that can access its memory (see the module doc).
+fn access_devices(device: usize) -> Result<Vec<usize>> {
+    let mut v = vec![device];
+    for d in 0..cuda::device_count()? {
+        if d != device && cuda::can_access_peer(d, device)? {
+            v.push(d);
+        }
+    }
+    Ok(v)
+}
+
+/// Grant every device of `devices` read/write access to `[ptr, ptr + bytes)` (`device`
+/// names the mapping in errors).
+///
+/// # Safety
+/// The range is mapped.
+unsafe fn set_access(ptr: u64, bytes: usize, devices: &[usize], device: usize) -> Result<()> {
+    let descs: Vec<sys::CUmemAccessDesc> = devices
+        .iter()
+        .map(|&d| sys::CUmemAccessDesc {
+            location: location(d),
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        })
+        .collect();
+    // SAFETY: caller contract; `descs.len()` descriptors.
+    check(
+        unsafe { sys::cuMemSetAccess(ptr, bytes, descs.as_ptr(), descs.len()) },
+        "cuMemSetAccess",
+        device,
+    )
+}
+
+/// Reserve a range for `handle`, map it and grant every device of `access` read/write
+/// access (`device`: the one whose context is current).
 ///
 /// # Safety
 /// The context of `device` is current; `handle` holds at least `bytes`.
@@ -71,6 +113,7 @@ unsafe fn map(
     bytes: usize,
     align: usize,
     device: usize,
+    access: &[usize],
 ) -> Result<u64> {
     let mut ptr: sys::CUdeviceptr = 0;
     // SAFETY: out-pointer to a local.
@@ -89,16 +132,8 @@ unsafe fn map(
         let _ = unsafe { sys::cuMemAddressFree(ptr, bytes) };
         return Err(e);
     }
-    let desc = sys::CUmemAccessDesc {
-        location: location(device),
-        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-    };
-    // SAFETY: the mapping just made; one descriptor.
-    if let Err(e) = check(
-        unsafe { sys::cuMemSetAccess(ptr, bytes, &desc, 1) },
-        "cuMemSetAccess",
-        device,
-    ) {
+    // SAFETY: the mapping just made.
+    if let Err(e) = unsafe { set_access(ptr, bytes, access, device) } {
         // SAFETY: as above.
         unsafe {
             let _ = sys::cuMemUnmap(ptr, bytes);
@@ -110,8 +145,9 @@ unsafe fn map(
 }
 
 /// A zeroed physical allocation of at least `bytes` (rounded up to the granularity) with
-/// POSIX descriptor handles, mapped read/write on `device` (its context current): the
-/// handle, the address and the rounded size.
+/// POSIX descriptor handles on `device` (its context current), mapped read/write for it and
+/// the devices that can reach it ([`access_devices`]): the handle, the address and the
+/// rounded size.
 fn create_mapped(device: usize, bytes: usize) -> Result<(sys::CUmemGenericAllocationHandle, u64, usize)> {
     let g = granularity(device)?;
     let bytes = bytes.max(1).div_ceil(g) * g;
@@ -134,8 +170,9 @@ fn create_mapped(device: usize, bytes: usize) -> Result<(sys::CUmemGenericAlloca
         let _ = unsafe { sys::cuMemRelease(handle) };
         e
     };
+    let access = access_devices(device).map_err(release)?;
     // SAFETY: context current (caller), the handle holds `bytes`.
-    let dev = unsafe { map(handle, bytes, g, device) }.map_err(release)?;
+    let dev = unsafe { map(handle, bytes, g, device, &access) }.map_err(release)?;
     let free_all = |e: Error| {
         // SAFETY: the mapping and handle just made.
         unsafe {
@@ -232,7 +269,7 @@ pub fn import(device: usize, fd: &OwnedFd, bytes: usize) -> Result<SharedMem> {
     let g = granularity(device)?;
     let handle = import_handle(device, fd, bytes)?;
     // SAFETY: context current, the imported handle holds the owner's `bytes`.
-    let dev = unsafe { map(handle, bytes, g, device) }.inspect_err(|_| {
+    let dev = unsafe { map(handle, bytes, g, device, &[device]) }.inspect_err(|_| {
         // SAFETY: the handle just imported.
         let _ = unsafe { sys::cuMemRelease(handle) };
     })?;
@@ -263,8 +300,8 @@ pub fn win_granularity(device: usize) -> Result<usize> {
     granularity(device)
 }
 
-/// Window-ready memory: a zeroed POSIX-descriptor allocation mapped read/write on `device`
-/// (its context current), never exported until a window asks.
+/// Window-ready memory: a zeroed POSIX-descriptor allocation on `device` (its context
+/// current), mapped read/write for it and its peers, never exported until a window asks.
 pub fn win_alloc(device: usize, bytes: usize) -> Result<WinAlloc> {
     let (handle, ptr, bytes) = create_mapped(device, bytes)?;
     Ok(WinAlloc {
@@ -371,16 +408,8 @@ pub unsafe fn win_map(device: usize, at: u64, phys: &PhysHandle, offset: usize, 
     }
     // SAFETY: caller contract; a live handle of at least `bytes`.
     check(unsafe { sys::cuMemMap(at, bytes, 0, h, 0) }, "cuMemMap", device)?;
-    let desc = sys::CUmemAccessDesc {
-        location: location(device),
-        flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-    };
-    // SAFETY: the mapping just made; one descriptor.
-    if let Err(e) = check(
-        unsafe { sys::cuMemSetAccess(at, bytes, &desc, 1) },
-        "cuMemSetAccess",
-        device,
-    ) {
+    // SAFETY: the mapping just made.
+    if let Err(e) = unsafe { set_access(at, bytes, &[device], device) } {
         // SAFETY: as above.
         let _ = unsafe { sys::cuMemUnmap(at, bytes) };
         return Err(e);

@@ -170,9 +170,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
     ) -> u32;
     /// Threads per block of the all-reduce (and of every other collective kernel).
     fn block_threads(&self) -> u32;
-    /// Let devices `a` and `b` access each other's memory; `false` if they cannot.
-    fn enable_peer_access(&self, _a: usize, _b: usize) -> Result<bool> {
+    /// Whether device `a` can map and access device `b`'s memory (asks only, enables
+    /// nothing; `cuDeviceCanAccessPeer` on the GPU). `a == b` is always true.
+    fn can_access_peer(&self, _a: usize, _b: usize) -> Result<bool> {
         Ok(true)
+    }
+    /// Let devices `a` and `b` access each other's memory; `false` if they cannot.
+    fn enable_peer_access(&self, a: usize, b: usize) -> Result<bool> {
+        Ok(self.can_access_peer(a, b)? && self.can_access_peer(b, a)?)
     }
     /// The granularity of window mappings on `device`: allocations, reservations and mapped
     /// pieces are multiples of it (the page size on the CPU, the VMM granularity, 2 MiB on

@@ -1,4 +1,8 @@
-//! The `oxccl` command line: `demo`, `check`, `perf`, `info`.
+//! The `oxccl` command line: `demo`, `check`, `perf`, `topo`, `info`, ...
+//!
+//! Ranks go on devices by `--devices` (`oxccl::topo::Placement`: a list, or `all` for one
+//! rank per device, round-robin when there are more ranks than devices), in one process or,
+//! with `--procs`, one process per rank (each child takes its rank's device).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +14,7 @@ use oxccl::backend::{self, cpu::CpuBackend, gpu::GpuBackend, Backend};
 use oxccl::coll::all_reduce_bus_factor;
 use oxccl::coll::tuner;
 use oxccl::harness::{self, fmt_bytes, parse_size, Case, Coll, Ranks, Timing};
+use oxccl::topo::{self, Placement};
 use oxccl::{verify, Comm, Config, DataType, RedOp};
 
 #[derive(Parser)]
@@ -67,6 +72,10 @@ struct CheckArgs {
     /// loopback); otherwise every rank is a thread of this process.
     #[arg(long)]
     pub procs: bool,
+    /// Devices of the ranks: `all` (rank r on device r mod count: one per device), or a list
+    /// (`0,1`, `0-3`; rank r on entry r mod length). Default: every rank on device 0.
+    #[arg(long, default_value = "0")]
+    pub devices: Placement,
     /// Protocols to run the matrix with, one pass each: `auto` (the tuner's choice), or an
     /// `NCCL_PROTO` value without commas (`ll`, `simple`, `^ll`, `allreduce:ll`).
     #[arg(long, value_delimiter = ',', default_value = "auto")]
@@ -80,18 +89,23 @@ struct CheckArgs {
 struct PerfArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// Collective: all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all,
-    /// gather, scatter, all_gather_v (timed with the all-gather's layout), send_recv (a ring
-    /// step: every rank sends to the next and receives from the previous, in one group).
-    #[arg(long, default_value = "all_reduce")]
-    pub coll: String,
+    /// Collectives, one table each: all_reduce, broadcast, reduce, all_gather,
+    /// reduce_scatter, all_to_all, gather, scatter, all_gather_v (timed with the all-gather's
+    /// layout), send_recv (a ring step: every rank sends to the next and receives from the
+    /// previous, in one group).
+    #[arg(long, value_delimiter = ',', default_value = "all_reduce")]
+    pub coll: Vec<String>,
     /// Root of broadcast and reduce.
     #[arg(long, default_value_t = 0)]
     pub root: u32,
     #[arg(long, default_value_t = 8)]
     pub ranks: usize,
-    #[arg(long, default_value = "bf16")]
-    pub dtype: String,
+    /// Devices of the ranks (see `check --devices`).
+    #[arg(long, default_value = "0")]
+    pub devices: Placement,
+    /// Data types, one table per data type and collective.
+    #[arg(long, value_delimiter = ',', default_value = "bf16")]
+    pub dtype: Vec<String>,
     #[arg(long, default_value = "sum")]
     pub op: String,
     #[arg(long, default_value = "1K")]
@@ -160,6 +174,9 @@ enum Cmd {
         ranks: usize,
         #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
         backend: BackendArg,
+        /// Devices of the ranks (see `check --devices`).
+        #[arg(long, default_value = "0")]
+        devices: Placement,
     },
     /// Correctness matrix: every collective x dtype x op x rank count x size, in place and
     /// out of place (roots vary).
@@ -180,6 +197,21 @@ enum Cmd {
     DevapiRun(DevapiRunArgs),
     /// Settings, backend and devices.
     Info,
+    /// The devices (name, PCI bus id, memory) and their P2P matrix: which pairs can load and
+    /// store each other's memory, the driver's performance rank, native atomics.
+    Topo(TopoArgs),
+}
+
+#[derive(Args)]
+struct TopoArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    backend: BackendArg,
+    /// Devices to cover (`all`, or a list as in `check --devices`).
+    #[arg(long, default_value = "all")]
+    devices: Placement,
+    /// Exit with an error when some pair of the devices cannot reach each other.
+    #[arg(long)]
+    require_p2p: bool,
 }
 
 #[derive(Args)]
@@ -230,6 +262,9 @@ struct SymCheckArgs {
     /// One process per rank.
     #[arg(long)]
     procs: bool,
+    /// Devices of the ranks (see `check --devices`).
+    #[arg(long, default_value = "0")]
+    devices: Placement,
 }
 
 #[derive(Args)]
@@ -250,6 +285,9 @@ struct GraphCheckArgs {
     /// All-reduces per rank captured in the graph.
     #[arg(long, default_value_t = 3)]
     ops_per_graph: usize,
+    /// Devices of the ranks (see `check --devices`; one graph per device).
+    #[arg(long, default_value = "0")]
+    devices: Placement,
 }
 
 fn pick_backend(b: BackendArg) -> Result<(Arc<dyn Backend>, String), oxccl::Error> {
@@ -328,15 +366,26 @@ fn child_env() -> Option<(oxccl::bootstrap::UniqueId, u32, usize)> {
     Some((id, rank, n))
 }
 
-fn make_ranks(b: &Arc<dyn Backend>, n: usize) -> Result<Ranks, oxccl::Error> {
-    if let Some((id, rank, nranks)) = child_env() {
+/// The ranks of an `n`-rank run placed by `place`: all of them in this process, or, in a child
+/// of a `--procs` run, this child's rank alone (on its rank's device). Also returns how the
+/// placement reads in a header (`8 ranks on devices 0,...,7 (one per device)`).
+fn make_ranks(b: &Arc<dyn Backend>, n: usize, place: &Placement) -> Result<(Ranks, String), String> {
+    let child = child_env();
+    let n = child.as_ref().map_or(n, |c| c.2);
+    let devices = place.devices(n, b.device_count())?;
+    let what = topo::describe_ranks(&devices);
+    let e = |e: oxccl::Error| e.to_string();
+    if let Some((id, rank, nranks)) = child {
         let boot = oxccl::bootstrap::Config::from_env()
-            .map_err(|source| oxccl::Error::Bootstrap { rank, source })?;
-        let c = Comm::init_rank_with(b.clone(), nranks as u32, &id, rank, 0, Config::default(), &boot)?;
-        return Ranks::new(vec![c]);
+            .map_err(|source| oxccl::Error::Bootstrap { rank, source })
+            .map_err(e)?;
+        let dev = devices[rank as usize];
+        let c = Comm::init_rank_with(b.clone(), nranks as u32, &id, rank, dev, Config::default(), &boot)
+            .map_err(e)?;
+        return Ok((Ranks::new(vec![c]).map_err(e)?, what));
     }
-    // Every rank on device 0: several ranks share one GPU.
-    Ranks::new(Comm::init_all_with(b.clone(), &vec![0; n], Config::default())?)
+    let comms = Comm::init_all_with(b.clone(), &devices, Config::default()).map_err(e)?;
+    Ok((Ranks::new(comms).map_err(e)?, what))
 }
 
 /// A `check`-style command with `--procs`: run it as `n` processes for each `n` of
@@ -380,9 +429,18 @@ fn run_procs(n: usize) -> Result<(usize, usize), String> {
                 .map_err(|e| format!("spawning rank {r}: {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Every child's pipes are drained at once, each by its own thread: read one after the
+    // other, a child blocked on a full pipe would stall the collective the others wait in.
+    let readers: Vec<_> = children
+        .into_iter()
+        .map(|c| std::thread::spawn(move || c.wait_with_output()))
+        .collect();
     let (mut passed, mut failed, mut errors) = (0, 0, Vec::new());
-    for (r, c) in children.into_iter().enumerate() {
-        let out = c.wait_with_output().map_err(|e| format!("rank {r}: {e}"))?;
+    for (r, h) in readers.into_iter().enumerate() {
+        let out = h
+            .join()
+            .map_err(|_| format!("rank {r}: output reader panicked"))?
+            .map_err(|e| format!("rank {r}: {e}"))?;
         let text = String::from_utf8_lossy(&out.stdout);
         for line in text.lines() {
             if r == 0 || line.starts_with("FAIL") {
@@ -482,10 +540,10 @@ fn tuner_table(a: &TunerArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn demo(ranks: usize, b: BackendArg) -> Result<(), String> {
+fn demo(ranks: usize, b: BackendArg, place: &Placement) -> Result<(), String> {
     let (backend, desc) = pick_backend(b).map_err(|e| e.to_string())?;
-    println!("oxccl demo: all-reduce (sum) on {ranks} ranks, {desc}");
-    let r = make_ranks(&backend, ranks).map_err(|e| e.to_string())?;
+    let (r, placed) = make_ranks(&backend, ranks, place)?;
+    println!("oxccl demo: all-reduce (sum), {placed}, {desc}");
     let gpu = backend.kind() == oxccl::BackendKind::Gpu;
     let sizes: Vec<usize> = if gpu {
         (0..=13)
@@ -575,7 +633,8 @@ fn check(a: &CheckArgs) -> Result<(), String> {
     let (mut total, mut failed) = (0usize, 0usize);
     let mut s = seed;
     for &n in ranks {
-        let r = make_ranks(&backend, n).map_err(|e| e.to_string())?;
+        let (r, placed) = make_ranks(&backend, n, &a.devices)?;
+        println!("--- {placed}");
         for proto in &a.proto {
             set_tuning(&r, a.algo.as_deref(), proto)?;
             for &coll in &colls {
@@ -643,26 +702,50 @@ fn check(a: &CheckArgs) -> Result<(), String> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn perf(a: &PerfArgs) -> Result<(), String> {
     if a.procs && child_env().is_none() {
         println!("oxccl perf --procs: one process per rank; times are rank 0's (its copy reference runs while the other processes time theirs)");
         return run_procs(a.ranks).map(|_| ());
     }
     let (backend, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
-    let dt = parse_dtypes(std::slice::from_ref(&a.dtype))?[0];
+    let dts = parse_dtypes(&a.dtype)?;
     let red = parse_ops(std::slice::from_ref(&a.op))?[0];
-    let (ranks, step, iters, reps, in_place) = (a.ranks, a.step, a.iters, a.reps, a.in_place);
-    let op = verify::test_op(dt, red);
     let (lo, hi) = (
         parse_size(&a.min).ok_or("bad --min")?,
         parse_size(&a.max).ok_or("bad --max")?,
     );
-    let coll = Coll::from_name(&a.coll).ok_or(format!("unknown collective {}", a.coll))?;
-    if in_place && coll != Coll::AllReduce {
+    let colls = a
+        .coll
+        .iter()
+        .map(|c| Coll::from_name(c).ok_or(format!("unknown collective {c}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if a.in_place && colls.iter().any(|&c| c != Coll::AllReduce) {
         return Err("--in-place is timed for all_reduce only".into());
     }
-    let r = make_ranks(&backend, ranks).map_err(|e| e.to_string())?;
+    let (r, placed) = make_ranks(&backend, a.ranks, &a.devices)?;
+    for &dt in &dts {
+        for &coll in &colls {
+            perf_table(a, &r, &placed, &desc, coll, dt, red, lo, hi)?;
+        }
+    }
+    Ok(())
+}
+
+/// One `perf` table: `coll` of `dt` on the ranks `r`, sizes `lo` to `hi`.
+#[allow(clippy::too_many_arguments)]
+fn perf_table(
+    a: &PerfArgs,
+    r: &Ranks,
+    placed: &str,
+    desc: &str,
+    coll: Coll,
+    dt: DataType,
+    red: RedOp,
+    lo: usize,
+    hi: usize,
+) -> Result<(), String> {
+    let (ranks, step, iters, reps, in_place) = (r.n(), a.step, a.iters, a.reps, a.in_place);
+    let op = verify::test_op(dt, red);
     let what = if coll.has_op() {
         format!("{} {} {}", coll.name(), dt.name(), red.name())
     } else {
@@ -673,9 +756,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
     } else {
         "one process"
     };
-    println!(
-        "oxccl perf: {what} on {ranks} ranks sharing device 0 ({layout}), {desc}; median of {reps} x {iters} iterations"
-    );
+    println!("oxccl perf: {what}, {placed} ({layout}), {desc}; median of {reps} x {iters} iterations");
     println!("bytes = the larger of input and output per rank (nccl-tests' size); copy = device-to-device copy of the same bytes per rank (read + write counted); alg bytes = every byte read and written over all ranks, each once (all-reduce, all-to-all and send/recv: 2 x ranks x bytes; gather and scatter: 2 x bytes; the others: (ranks + 1) x the data of one rank)");
     println!(
         "{:>8} {:>11} {:>26} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}",
@@ -700,7 +781,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
     let mut bytes = lo.max(dt.size() * per_rank);
     while bytes <= hi {
         for proto in &a.proto {
-            set_tuning(&r, a.algo.as_deref(), proto)?;
+            set_tuning(r, a.algo.as_deref(), proto)?;
             let count = bytes / dt.size() / per_rank;
             let timing = Timing {
                 warmup: 3,
@@ -711,23 +792,23 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
             // On registered windows (`--window`): the symmetric kernels.
             let bufs = if a.window {
                 let (sb, rb) = harness::sym::sizes(coll, ranks, count, dt);
-                Some(harness::sym::SymBufs::new(&r, sb, rb).map_err(|e| e.to_string())?)
+                Some(harness::sym::SymBufs::new(r, sb, rb).map_err(|e| e.to_string())?)
             } else {
                 None
             };
             let time_with = |t: Timing| -> Result<f64, String> {
                 match &bufs {
-                    Some(b) => harness::sym::time_sym(&r, b, coll, dt, red, count, t),
+                    Some(b) => harness::sym::time_sym(r, b, coll, dt, red, count, t),
                     None if coll == Coll::AllReduce => {
-                        harness::time_all_reduce(&r, dt, op, count, in_place, t)
+                        harness::time_all_reduce(r, dt, op, count, in_place, t)
                     }
-                    None => harness::time_coll(&r, coll, dt, op, count, a.root, t),
+                    None => harness::time_coll(r, coll, dt, op, count, a.root, t),
                 }
                 .map_err(|e| e.to_string())
             };
             let t = time_with(timing)?;
             let size = harness::size_bytes(coll, ranks, count, dt.size());
-            let tc = harness::time_copy(&r, size, iters, reps).map_err(|e| e.to_string())?;
+            let tc = harness::time_copy(r, size, iters, reps).map_err(|e| e.to_string())?;
             let algbw = size as f64 / t / 1e9;
             let moved = if matches!(coll, Coll::AllReduce | Coll::AllToAll | Coll::SendRecv) {
                 2.0 * ranks as f64 * size as f64
@@ -743,9 +824,9 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 fmt_bytes(size),
                 count,
                 if bufs.is_some() {
-                    sym_choice_name(&r, coll, (count * dt.size()) as u64)
+                    sym_choice_name(r, coll, (count * dt.size()) as u64)
                 } else if coll == Coll::AllReduce {
-                    choice_name(&r, dt, size)
+                    choice_name(r, dt, size)
                 } else if coll == Coll::SendRecv {
                     "p2p".to_string()
                 } else {
@@ -787,7 +868,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 );
             }
             if a.write_ref {
-                let tf = harness::time_fill(&r, size, iters, reps).map_err(|e| e.to_string())?;
+                let tf = harness::time_fill(r, size, iters, reps).map_err(|e| e.to_string())?;
                 let fill_rate = size as f64 / tf / 1e9;
                 println!(
                     "{:>8} {:>11} {:>26} {:>10} {:>10} {:>10} {:>10.2} {:>11} {:>11.1} {:>6.3}",
@@ -804,7 +885,7 @@ fn perf(a: &PerfArgs) -> Result<(), String> {
                 );
             }
             if let Some(b) = bufs {
-                b.release(&r).map_err(|e| e.to_string())?;
+                b.release(r).map_err(|e| e.to_string())?;
             }
         }
         bytes = bytes.saturating_mul(step.max(2));
@@ -821,7 +902,8 @@ fn graph_check(a: &GraphCheckArgs) -> Result<(), String> {
     );
     let (mut passed, mut failed) = (0, 0);
     for &n in &a.ranks {
-        let r = make_ranks(&b, n).map_err(|e| e.to_string())?;
+        let (r, placed) = make_ranks(&b, n, &a.devices)?;
+        println!("--- {placed}");
         for &dt in &dts {
             for &red in &ops {
                 for &count in &a.counts {
@@ -917,7 +999,8 @@ fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
     };
     let (mut passed, mut failed) = (0usize, 0usize);
     for n in rank_counts {
-        let r = make_ranks(&b, n).map_err(|e| e.to_string())?;
+        let (r, placed) = make_ranks(&b, n, &a.devices)?;
+        println!("--- {placed}");
         for setting in &a.settings {
             std::env::set_var("OXCCL_SYM", setting);
             for &coll in &colls {
@@ -986,6 +1069,23 @@ fn sym_choice_name(r: &Ranks, coll: Coll, payload: u64) -> String {
         .map_or("classic (not sym)".into(), |c| c.name().to_string())
 }
 
+fn topo_report(a: &TopoArgs) -> Result<(), String> {
+    let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    let devices = match &a.devices {
+        Placement::All => (0..b.device_count()).collect(),
+        Placement::List(l) => l.clone(),
+    };
+    let t = topo::Topology::detect(&*b, &devices)
+        .map_err(|e| e.to_string())?
+        .with_nvlink();
+    println!("oxccl topo: {desc}");
+    print!("{}", t.report());
+    match t.check_reachable() {
+        Err(why) if a.require_p2p => Err(why),
+        _ => Ok(()),
+    }
+}
+
 fn info() {
     println!("oxccl {}", env!("CARGO_PKG_VERSION"));
     match GpuBackend::new() {
@@ -997,8 +1097,14 @@ fn info() {
                 v / 1000,
                 (v % 1000) / 10
             );
-            for d in 0..g.device_count() {
-                println!("  device {d}: {}", g.device_name(d));
+            match topo::Topology::detect_all(&g) {
+                Ok(t) => print!("{}", t.with_nvlink().report()),
+                Err(e) => {
+                    println!("topology unavailable: {e}");
+                    for d in 0..g.device_count() {
+                        println!("  device {d}: {}", g.device_name(d));
+                    }
+                }
             }
         }
         Err(e) => println!("gpu backend unavailable: {e}\ncpu backend available"),
@@ -1010,7 +1116,11 @@ fn main() -> ExitCode {
     oxccl::logging::init();
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Demo { ranks, backend } => demo(ranks, backend),
+        Cmd::Demo {
+            ranks,
+            backend,
+            devices,
+        } => demo(ranks, backend, &devices),
         Cmd::Check(a) => check(&a),
         Cmd::Perf(a) => perf(&a),
         Cmd::Tuner(a) => tuner_table(&a),
@@ -1021,6 +1131,7 @@ fn main() -> ExitCode {
             info();
             Ok(())
         }
+        Cmd::Topo(a) => topo_report(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -22,9 +22,10 @@ use crate::backend::{self, Backend, BackendKind};
 use crate::bootstrap::{self, Bootstrap, UniqueId};
 use crate::error::{Error, Result};
 
-/// What each rank publishes at init: 40 bytes, little-endian
+/// What each rank publishes at init: 48 bytes, little-endian
 /// `{process token: u64, inbox address: u64, device: u32, backend: u8, pad: [u8; 3],
-/// staging bytes: u64, LL capacity: u64}`.
+/// staging bytes: u64, LL capacity: u64, PCI address: u64}` (the address as
+/// `crate::topo::PciId::to_u64`, 0 when unknown: the CPU backend).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PeerInfo {
     process: u64,
@@ -33,9 +34,10 @@ struct PeerInfo {
     backend: u8,
     staging: u64,
     ll_max: u64,
+    pci: u64,
 }
 
-const PEER_INFO_BYTES: usize = 40;
+const PEER_INFO_BYTES: usize = 48;
 
 impl PeerInfo {
     fn to_bytes(self) -> [u8; PEER_INFO_BYTES] {
@@ -46,6 +48,7 @@ impl PeerInfo {
         b[20] = self.backend;
         b[24..32].copy_from_slice(&self.staging.to_le_bytes());
         b[32..40].copy_from_slice(&self.ll_max.to_le_bytes());
+        b[40..48].copy_from_slice(&self.pci.to_le_bytes());
         b
     }
 
@@ -60,6 +63,7 @@ impl PeerInfo {
             backend: b[20],
             staging: u64::from_le_bytes(b[24..32].try_into().ok()?),
             ll_max: u64::from_le_bytes(b[32..40].try_into().ok()?),
+            pci: u64::from_le_bytes(b[40..48].try_into().ok()?),
         })
     }
 }
@@ -75,6 +79,76 @@ fn backend_code(k: BackendKind) -> u8 {
         BackendKind::Gpu => 1,
         BackendKind::Cpu => 2,
     }
+}
+
+/// Make sure the ranks' devices reach each other, and count the ranks on each physical
+/// device (keyed by PCI address where known, else by index).
+///
+/// First every pair of ranks whose devices are visible here is checked (`cuDeviceCanAccessPeer`
+/// both ways, nothing enabled), so that every rank that can see a failing pair reports it, not
+/// only the two ranks of the pair (the others would otherwise wait for them until the
+/// bootstrap timeout): the error names this rank, the ranks on each side and both devices
+/// (`crate::topo`). A peer's device that this process cannot see (another
+/// `CUDA_VISIBLE_DEVICES`) is not checked: mapping its segment fails if it is unreachable.
+///
+/// Then peers in this process get peer access enabled from `device` (their buffers are
+/// `cuMemAlloc` memory addressed directly). Peers in other processes need nothing more:
+/// their memory is imported and mapped for this device alone, which needs no context on
+/// theirs.
+fn connect_peers(
+    backend: &dyn Backend,
+    rank: u32,
+    device: usize,
+    me: &PeerInfo,
+    peers: &[PeerInfo],
+) -> Result<HashMap<u64, usize>> {
+    let mut per_dev = HashMap::<u64, usize>::new();
+    let mut placed: Vec<(u32, usize)> = Vec::with_capacity(peers.len());
+    for (q, p) in peers.iter().enumerate() {
+        let key = if p.pci != 0 { p.pci } else { p.device as u64 };
+        *per_dev.entry(key).or_default() += 1;
+        let here = if p.process == me.process {
+            Some(p.device as usize)
+        } else {
+            match crate::topo::PciId::from_u64(p.pci) {
+                Some(pci) => crate::topo::find_pci(backend, pci),
+                // No address (the CPU backend): the same index names the same device.
+                None => Some(p.device as usize).filter(|&d| d < backend.device_count()),
+            }
+        };
+        match here {
+            Some(d) => placed.push((q as u32, d)),
+            None => {
+                tracing::debug!(target: "oxccl::init", rank, peer = q, "the peer's device is not visible here: reachability not checked")
+            }
+        }
+    }
+    let mut distinct: Vec<usize> = placed.iter().map(|p| p.1).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() > 1 {
+        let topo = crate::topo::Topology::detect(backend, &distinct)?;
+        if let Err(what) = topo.check_ranks(&placed) {
+            return Err(Error::Unreachable { rank, what });
+        }
+    }
+    let mut enabled = vec![device];
+    for (q, p) in peers.iter().enumerate() {
+        let d = p.device as usize;
+        if p.process == me.process && !enabled.contains(&d) {
+            if !backend.enable_peer_access(device, d)? {
+                return Err(Error::Unreachable {
+                    rank,
+                    what: format!(
+                        "peer rank {q}: {}",
+                        crate::topo::unreachable_message(backend, device, d, &[rank], &[q as u32])
+                    ),
+                });
+            }
+            enabled.push(d);
+        }
+    }
+    Ok(per_dev)
 }
 
 impl Comm {
@@ -151,6 +225,7 @@ impl Comm {
             backend: backend_code(backend.kind()),
             staging: group.config.staging_bytes as u64,
             ll_max: ll as u64,
+            pci: crate::topo::pci_id(&*backend, device).map_or(0, |p| p.to_u64()),
         };
         let deadline = std::time::Instant::now() + boot.timeout.max(std::time::Duration::from_millis(1));
         let bootstrap_timeout = boot.timeout;
@@ -188,17 +263,7 @@ impl Comm {
                 ),
             });
         }
-        let mut per_dev = HashMap::<u32, usize>::new();
-        for p in &peers {
-            *per_dev.entry(p.device).or_default() += 1;
-            let d = p.device as usize;
-            if d != device && !backend.enable_peer_access(device, d)? {
-                return Err(Error::Unreachable {
-                    rank,
-                    what: format!("devices {device} and {d} cannot access each other's memory (no P2P)"),
-                });
-            }
-        }
+        let per_dev = connect_peers(&*backend, rank, device, &info, &peers)?;
         group.ranks_per_device = per_dev.values().copied().max().unwrap_or(1);
         let table_words: Vec<u64> = if cross {
             let other_staging: Vec<usize> = (0..n).filter(|&q| peers[q].staging != info.staging).collect();
@@ -279,8 +344,10 @@ mod tests {
             backend: 1,
             staging: 1 << 25,
             ll_max: 1 << 16,
+            pci: (1 << 63) | 0x3b00,
         };
         assert_eq!(PeerInfo::from_bytes(&p.to_bytes()), Some(p));
-        assert_eq!(PeerInfo::from_bytes(&[0u8; 39]), None);
+        assert_eq!(PeerInfo::from_bytes(&[0u8; 40]), None);
+        assert_eq!(PeerInfo::from_bytes(&[0u8; 47]), None);
     }
 }

@@ -211,6 +211,43 @@ impl std::fmt::Debug for Comm {
     }
 }
 
+/// Check that the distinct devices of `devices` (rank `r` on `devices[r]`) reach each other,
+/// every failing pair named by its ranks, device name and bus id, then enable peer access
+/// between every pair of them.
+fn connect_devices(backend: &dyn Backend, devices: &[usize]) -> Result<()> {
+    let mut distinct = devices.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 2 {
+        return Ok(());
+    }
+    let on = |d: usize| -> Vec<u32> {
+        (0..devices.len() as u32)
+            .filter(|&r| devices[r as usize] == d)
+            .collect()
+    };
+    let topo = crate::topo::Topology::detect(backend, &distinct)?;
+    tracing::debug!(target: "oxccl::init", "{}", topo.report());
+    let placed: Vec<(u32, usize)> = devices.iter().enumerate().map(|(r, &d)| (r as u32, d)).collect();
+    if let Err(what) = topo.check_ranks(&placed) {
+        // The error's rank: the first rank of the first pair that fails.
+        let rank = topo.rank_pairs(&placed).first().map_or(0, |p| p.2[0]);
+        return Err(Error::Unreachable { rank, what });
+    }
+    for (i, &a) in distinct.iter().enumerate() {
+        for &b in &distinct[i + 1..] {
+            if !backend.enable_peer_access(a, b)? {
+                let (ra, rb) = (on(a), on(b));
+                return Err(Error::Unreachable {
+                    rank: ra[0],
+                    what: crate::topo::unreachable_message(backend, a, b, &ra, &rb),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Comm {
     fn new(group: Arc<Group>, rank: u32, nranks: u32, control: Control) -> Comm {
         let me = &group.ranks[&rank];
@@ -364,16 +401,11 @@ impl Comm {
                 }
             }
         }
-        // Distinct devices must reach each other's memory.
-        for (i, &a) in devices.iter().enumerate() {
-            for &b in &devices[i + 1..] {
-                if a != b && !backend.enable_peer_access(a, b)? {
-                    undo(&ranks);
-                    return Err(Error::Init(format!(
-                        "devices {a} and {b} cannot access each other's memory (no P2P between them)"
-                    )));
-                }
-            }
+        // Distinct devices must reach each other's memory: every pair that cannot is named
+        // (`crate::topo`), then peer access is enabled between each pair.
+        if let Err(e) = connect_devices(&*backend, devices) {
+            undo(&ranks);
+            return Err(e);
         }
         // Inbox bases, then deltas (all 0: one address space).
         let table: Vec<u8> = ranks

@@ -1,10 +1,10 @@
 //! Timing operations captured in a CUDA graph and replayed (GPU backend only).
 //!
 //! `iters` operations (each one call of the harness's launch closure, which enqueues the
-//! operation on every rank held here) are captured into one graph over the ranks' streams
-//! (`crate::backend::gpu_graph`), the graph is replayed `replays` times per repetition, and
-//! the time per operation is the repetition's time over `replays * iters`; the median of
-//! `reps` repetitions counts. [`GraphMode::Empty`] captures the same calls with every kernel
+//! operation on every rank held here) are captured into one graph per device over the
+//! ranks' streams (`crate::backend::gpu_graph`), the graphs are replayed `replays` times per
+//! repetition, and the time per operation is the repetition's time (the slowest device's)
+//! over `replays * iters`; the median of `reps` repetitions counts. [`GraphMode::Empty`] captures the same calls with every kernel
 //! replaced by the empty one (same kernels per operation, same grids, same streams): the
 //! floor the real replay is compared against.
 //!
@@ -60,17 +60,29 @@ pub fn time_replays(
     });
     gpu.set_empty_kernels(false);
     let graph = graph?;
-    let s0 = &ranks.streams[0];
-    gpu.launch_graph(&graph, s0)?;
+    gpu.launch_graph(&graph, &ranks.streams)?;
     ranks.sync()?;
+    // One graph per device, each launched on its head stream: the slowest one counts.
+    let heads: Vec<_> = graph.heads().into_iter().map(|i| &ranks.streams[i]).collect();
     let mut times = Vec::with_capacity(t.reps.max(1));
     for _ in 0..t.reps.max(1) {
-        let a = backend.record(s0)?;
+        let starts = heads
+            .iter()
+            .map(|s| backend.record(s))
+            .collect::<Result<Vec<_>>>()?;
         for _ in 0..replays {
-            gpu.launch_graph(&graph, s0)?;
+            gpu.launch_graph(&graph, &ranks.streams)?;
         }
-        let b = backend.record(s0)?;
-        times.push(backend.elapsed(&a, &b)? / (replays * ops) as f64);
+        // All end events first, then the waits (see `time_launches`).
+        let ends = heads
+            .iter()
+            .map(|s| backend.record(s))
+            .collect::<Result<Vec<_>>>()?;
+        let mut worst: f64 = 0.0;
+        for (a, b) in starts.iter().zip(&ends) {
+            worst = worst.max(backend.elapsed(a, b)?);
+        }
+        times.push(worst / (replays * ops) as f64);
     }
     ranks.sync()?;
     times.sort_by(|a, b| a.total_cmp(b));
@@ -134,7 +146,7 @@ pub fn check_graph_all_reduce(
             src.upload(&inputs[ranks.rank(i)])?;
             recv.fill(0xff)?;
         }
-        gpu.launch_graph(&graph, &ranks.streams[0])?;
+        gpu.launch_graph(&graph, &ranks.streams)?;
         ranks.sync()?;
         let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
         for (i, (_, _, recv)) in bufs.iter().enumerate() {

@@ -215,10 +215,17 @@ pub fn time_launches(ranks: &Ranks, t: Timing, mut launch: impl FnMut() -> Resul
         for _ in 0..iters.max(1) {
             launch()?;
         }
+        // Every end event is recorded before any is waited for: an event recorded after the
+        // host waited on another rank's would stamp that wait, not the rank's end.
+        let ends = ranks
+            .comms
+            .iter()
+            .zip(&ranks.streams)
+            .map(|(c, s)| c.backend().record(s))
+            .collect::<Result<Vec<_>>>()?;
         let mut worst: f64 = 0.0;
-        for (r, (c, s)) in ranks.comms.iter().zip(&ranks.streams).enumerate() {
-            let end = c.backend().record(s)?;
-            worst = worst.max(c.backend().elapsed(&starts[r], &end)?);
+        for (r, c) in ranks.comms.iter().enumerate() {
+            worst = worst.max(c.backend().elapsed(&starts[r], &ends[r])?);
         }
         ranks.sync()?;
         times.push(worst / iters.max(1) as f64);

@@ -134,3 +134,47 @@ pub unsafe fn get_function(device: i32, module: sys::CUmodule, name: &str) -> Re
         message: format!("kernel {name}: {e}"),
     })
 }
+
+/// A device handle for `ordinal` (the driver loaded).
+fn handle(ordinal: usize) -> Result<sys::CUdevice> {
+    driver()?;
+    result::device::get(ordinal as c_int).map_err(err("cuDeviceGet", ordinal as i32))
+}
+
+/// An integer attribute of device `ordinal` (no context needed).
+pub fn device_attribute(ordinal: usize, attr: sys::CUdevice_attribute) -> Result<i32> {
+    let d = handle(ordinal)?;
+    // SAFETY: a device handle from cuDeviceGet.
+    unsafe { result::device::get_attribute(d, attr) }.map_err(err("cuDeviceGetAttribute", ordinal as i32))
+}
+
+/// Bytes of memory on device `ordinal`.
+pub fn device_total_mem(ordinal: usize) -> Result<usize> {
+    let d = handle(ordinal)?;
+    // SAFETY: a device handle from cuDeviceGet.
+    unsafe { result::device::total_mem(d) }.map_err(err("cuDeviceTotalMem", ordinal as i32))
+}
+
+/// Whether device `a` can map memory of device `b` (`cuDeviceCanAccessPeer`; no context
+/// needed, nothing is enabled).
+pub fn can_access_peer(a: usize, b: usize) -> Result<bool> {
+    let (da, db) = (handle(a)?, handle(b)?);
+    let mut can: c_int = 0;
+    // SAFETY: out-pointer to a local; device handles from cuDeviceGet.
+    unsafe { sys::cuDeviceCanAccessPeer(&mut can, da, db) }
+        .result()
+        .map_err(err("cuDeviceCanAccessPeer", a as i32))?;
+    Ok(can != 0)
+}
+
+/// A P2P attribute of the link from device `src` to device `dst`
+/// (`cuDeviceGetP2PAttribute`; `src != dst`).
+pub fn p2p_attribute(src: usize, dst: usize, attr: sys::CUdevice_P2PAttribute) -> Result<i32> {
+    let (ds, dd) = (handle(src)?, handle(dst)?);
+    let mut v: c_int = 0;
+    // SAFETY: out-pointer to a local; device handles from cuDeviceGet.
+    unsafe { sys::cuDeviceGetP2PAttribute(&mut v, attr, ds, dd) }
+        .result()
+        .map_err(err("cuDeviceGetP2PAttribute", src as i32))?;
+    Ok(v)
+}
