@@ -223,7 +223,7 @@ OXCCL_DEVICE_FN uint32_t oxccl_dev_lsa_barrier_wait(OxcclLsaBarrierSession* s, u
 OXCCL_DEVICE_FN uint32_t oxccl_dev_lsa_barrier_wait_timeout(OxcclLsaBarrierSession* s, uint32_t order, uint64_t timeout_ns);
 /* Arrive, then wait: a status. */
 OXCCL_DEVICE_FN uint32_t oxccl_dev_lsa_barrier_sync(OxcclLsaBarrierSession* s, uint32_t order);
-/* End the session (persists its epoch); *s is dead afterwards. */
+/* End the session (every coop thread calls it; the coop meets): persists its epoch; *s is dead afterwards. */
 OXCCL_DEVICE_FN void oxccl_dev_lsa_barrier_end(OxcclLsaBarrierSession* s);
 
 #ifdef __cplusplus

@@ -174,7 +174,7 @@ pub const PROTOTYPES: &[Prototype] = &[
         "oxccl_dev_lsa_barrier_end",
         "void",
         &[SESSION],
-        "End the session (persists its epoch); *s is dead afterwards.",
+        "End the session (every coop thread calls it; the coop meets): persists its epoch; *s is dead afterwards.",
     ),
 ];
 

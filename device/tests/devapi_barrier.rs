@@ -4,12 +4,13 @@
 //! and the same through the C exports.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use oxccl_device::api::abi::DevComm;
 use oxccl_device::api::export::*;
 use oxccl_device::api::flat::FlatLayout;
-use oxccl_device::api::{Block, DevError, LsaBarrierSession, MemOrder, Thread, Warp};
+use oxccl_device::api::{Block, Coop, DevError, LsaBarrierSession, MemOrder, Thread, Warp};
 use oxccl_device::arch;
 
 /// A zeroed, 4 KiB-aligned host flat range.
@@ -198,6 +199,85 @@ fn c_exports_on_threads() {
         }
     });
     assert_eq!(sums, vec![10; 4]);
+}
+
+/// A coop of two host threads that run at their own pace between meetings, as the warps of
+/// a block (or the lanes of a warp) may on the GPU (the CPU backend's coops are one thread).
+#[derive(Clone, Copy)]
+struct Pair<'a> {
+    thread: u32,
+    meet: &'a Barrier,
+    any: &'a AtomicU32,
+}
+
+impl Coop for Pair<'_> {
+    fn thread_rank(&self) -> u32 {
+        self.thread
+    }
+    fn size(&self) -> u32 {
+        2
+    }
+    fn sync(&self) {
+        self.meet.wait();
+    }
+    fn sync_any(&self, p: bool) -> bool {
+        if p {
+            self.any.fetch_add(1, Ordering::SeqCst);
+        }
+        self.meet.wait();
+        let any = self.any.load(Ordering::SeqCst) != 0;
+        self.meet.wait();
+        if self.thread == 0 {
+            self.any.store(0, Ordering::SeqCst);
+        }
+        self.meet.wait();
+        any
+    }
+}
+
+/// Two sessions on the same barrier in one kernel, with a coop of two threads whose thread
+/// 0 is the last to end the first session: every thread of the second session must start
+/// from the epoch the first one persisted (the end of a session makes the coop meet after
+/// thread 0's store), and the second session's sync must work. Found by
+/// `barrier_model.rs` (`lsa_mutation_no_sync_after_persist_is_caught`).
+#[test]
+fn a_second_session_in_the_same_kernel_sees_the_persisted_epoch() {
+    let n = 2u32;
+    let flat = Flat::new(n, 1, 0);
+    let abort = AtomicU32::new(0);
+    let res = on_ranks(n, |r| {
+        let comm = flat.comm(r, &abort, Duration::from_secs(5));
+        let meet = Barrier::new(2);
+        let any = AtomicU32::new(0);
+        let (comm, meet, any) = (&comm, &meet, &any);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|thread| {
+                    s.spawn(move || {
+                        let coop = Pair { thread, meet, any };
+                        // SAFETY: live zeroed range; barrier 0 used by this coop only.
+                        let mut first = unsafe { LsaBarrierSession::new(coop, comm, 0) };
+                        first.try_sync(MemOrder::AcqRel).unwrap();
+                        if thread == 0 {
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                        first.end();
+                        // SAFETY: as above; the first session has ended.
+                        let mut second = unsafe { LsaBarrierSession::new(coop, comm, 0) };
+                        let started = second.epoch();
+                        let synced = second.try_sync(MemOrder::AcqRel);
+                        (started, synced, second.epoch())
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        })
+    });
+    for (r, threads) in res.iter().enumerate() {
+        for (t, got) in threads.iter().enumerate() {
+            assert_eq!(*got, (1, Ok(()), 2), "rank {r} coop thread {t}");
+        }
+    }
 }
 
 const COOP_T: u32 = oxccl_device::api::coop::COOP_THREAD;

@@ -235,7 +235,8 @@ fn sym_kernels_use_their_protocol_instructions() {
 /// (`device/src/api/barrier.rs`): arrive stores the epoch with `st.release.sys` (releasing
 /// orders) or `st.relaxed.sys`; wait polls with `ld.acquire.sys` (acquiring orders) or
 /// `ld.relaxed.sys`, checks the abort flag (`ld.volatile.u32`) and the timeout
-/// (`%globaltimer`); sync does both.
+/// (`%globaltimer`); sync does both; end stores the epoch back and makes the coop meet
+/// (`bar.sync` for a block, `bar.warp.sync` for a warp).
 #[test]
 fn device_api_exports_use_the_barrier_protocol_instructions() {
     let ptx = ptx();
@@ -259,13 +260,17 @@ fn device_api_exports_use_the_barrier_protocol_instructions() {
         "ld.volatile.u32",
         "%globaltimer",
     ];
-    let expect: [(&str, &[&str]); 4] = [
+    let expect: [(&str, &[&str]); 5] = [
         ("oxccl_dev_lsa_barrier_arrive", &arrive),
         ("oxccl_dev_lsa_barrier_wait", &wait),
         ("oxccl_dev_lsa_barrier_wait_timeout", &wait),
         (
             "oxccl_dev_lsa_barrier_sync",
             &[arrive[0], arrive[1], wait[0], wait[1], wait[2], wait[3]],
+        ),
+        (
+            "oxccl_dev_lsa_barrier_end",
+            &["st.u64", "bar.sync 0", "bar.warp.sync -1"],
         ),
     ];
     for (func, instructions) in expect {

@@ -18,8 +18,13 @@
 //!   until the value is `>= e` (rolling compare: `(v - e) as i64 >= 0`), with
 //!   `ld.acquire.sys` when `order` acquires, else `ld.relaxed.sys`; then the coop meets
 //!   again (and agrees on success: [`Coop::sync_any`] of the failure bit).
-//! - [`LsaBarrierSession::end`] (or drop): coop thread 0 stores `e` back, so that the next
-//!   kernel's session on the same barrier continues from it.
+//! - [`LsaBarrierSession::end`] (or drop; every thread of the coop): coop thread 0 stores
+//!   `e` back, then the coop meets ([`Coop::sync`], as NCCL's session destructor), so that
+//!   the next session on the same barrier continues from it: the next kernel's (stream
+//!   order), and also a next session of the same coop in the same kernel, whose `new` in
+//!   the other coop threads would otherwise load the old epoch before thread 0's store
+//!   (those threads would then store an older epoch into the peers' lines and take old lines
+//!   for the new barrier).
 //!
 //! One line per (barrier, peer) suffices: values only grow, and peer `s` cannot store
 //! `e + 2` into my line before I stored `e + 1` into its own (its wait at `e + 1` needs my
@@ -265,11 +270,13 @@ impl<C: Coop> LsaBarrierSession<C> {
         let _ = self.try_sync(order);
     }
 
-    /// End the session: persist the epoch for the next kernel (also done on drop).
+    /// End the session: persist the epoch for the next session on this barrier, in this
+    /// kernel or the next (also done on drop). Every thread of the coop calls it.
     #[inline]
     pub fn end(self) {}
 
-    /// Store the epoch back (coop thread 0).
+    /// Store the epoch back (coop thread 0), then meet, so that no coop thread can start a
+    /// next session on this barrier before the store.
     #[inline(always)]
     fn persist(&self) {
         if self.coop.thread_rank() == 0 {
@@ -277,6 +284,7 @@ impl<C: Coop> LsaBarrierSession<C> {
             // used by this session's coop only.
             unsafe { arch::store_u64(self.epoch_at as *mut u64, self.epoch) };
         }
+        self.coop.sync();
     }
 }
 

@@ -314,7 +314,8 @@ pub unsafe extern "C" fn oxccl_dev_lsa_barrier_sync(s: *mut OxcclLsaBarrierSessi
     status(unsafe { (*(s as *mut Session)).try_sync(MemOrder::from_u32(order)) })
 }
 
-/// End the session: persist its epoch for the next kernel. `*s` is dead afterwards.
+/// End the session (every thread of the coop): persist its epoch for the next session on
+/// the barrier (this kernel's or the next kernel's). `*s` is dead afterwards.
 ///
 /// # Safety
 /// As [`oxccl_dev_lsa_barrier_arrive`].
