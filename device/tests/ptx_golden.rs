@@ -202,13 +202,22 @@ fn sym_kernels_use_their_protocol_instructions() {
                 "ld.acquire.sys.u64",
                 "st.release.sys.u64",
                 "fence.acq_rel.sys",
+                // SYM_FLAG_ONE_DEVICE: the same barrier at GPU scope.
+                "ld.acquire.gpu.u64",
+                "st.release.gpu.u64",
+                "fence.acq_rel.gpu",
             ]);
         }
         if SYM_LL_KERNELS.contains(&k) {
             want.extend(["st.volatile.v4.u32", "ld.volatile.v4.u32", "ld.acquire.sys.u64"]);
         }
         if SYM_LAMPORT_KERNELS.contains(&k) {
-            want.extend(["st.volatile.v4.u32", "ld.volatile.v4.u32", "fence.acq_rel.sys"]);
+            want.extend([
+                "st.volatile.v4.u32",
+                "ld.volatile.v4.u32",
+                "fence.acq_rel.sys",
+                "fence.acq_rel.gpu",
+            ]);
         }
         for ins in want {
             assert!(body.contains(ins), "kernel {k} lacks {ins}");

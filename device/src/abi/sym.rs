@@ -70,6 +70,12 @@ pub const SYM_PROTO_LAMPORT: u32 = 2;
 /// because its tag generation ([`sym_ll_generation`]) differs from the one of the
 /// communicator's previous LL op (see [`sym_ll_needs_reset`]).
 pub const SYM_FLAG_LL_RESET: u32 = 1;
+/// Every rank of the collective runs on this rank's device (ranks sharing one GPU, in one
+/// process or in several under MPS): the kernels order their barrier and Lamport accesses
+/// at GPU scope (`fence.acq_rel.gpu`, `st.release.gpu`, `ld.acquire.gpu`) instead of system
+/// scope, which is enough because every thread that reads or writes the scratch area runs on
+/// the same device. Without it (peers on other GPUs) they use system scope.
+pub const SYM_FLAG_ONE_DEVICE: u32 = 2;
 
 /// Arguments of the symmetric kernels, passed by value (layout in the module doc).
 #[repr(C)]

@@ -123,6 +123,31 @@ pub unsafe fn generation_changed_at(ctx: &ExecCtx, gens: *mut u64, generation: u
     old != generation
 }
 
+/// [`begin_at`] and [`generation_changed_at`] in one step, for a launch that needs both: both
+/// slots are loaded before a single `bar.sync` (one round trip to memory and one block
+/// barrier instead of two each), then thread 0 stores `generation(base)`. Returns the base
+/// and whether the generation changed.
+///
+/// # Safety
+/// As [`begin_at`] and [`generation_changed_at`] together.
+#[inline(always)]
+pub unsafe fn begin_with_generation_at(
+    ctx: &ExecCtx,
+    slots: *mut u64,
+    gens: *mut u64,
+    generation: impl Fn(u64) -> u64,
+) -> (u64, bool) {
+    let b = ctx.block as usize % MAX_BLOCKS;
+    let e = arch::load_volatile_u64(slots.wrapping_add(b));
+    let old = arch::load_volatile_u64(gens.wrapping_add(b));
+    ctx.sync_threads();
+    let g = generation(e);
+    if ctx.thread == 0 {
+        arch::store_volatile_u64(gens.wrapping_add(b), g);
+    }
+    (e, old != g)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,17 @@ impl Waiter {
         unsafe { self.wait_geq_with(p, target, |p| arch::load_acquire_sys_u64(p)) }
     }
 
+    /// As [`Self::wait_geq_acquire_sys`] with the acquire load at GPU scope (every writer runs
+    /// on this device).
+    ///
+    /// # Safety
+    /// As [`Self::wait_geq_acquire_sys`].
+    #[inline]
+    pub unsafe fn wait_geq_acquire_gpu(&self, p: *const u64, target: u64) -> Result<u64, WaitError> {
+        // SAFETY: caller contract: `p` is a valid, aligned flag.
+        unsafe { self.wait_geq_with(p, target, |p| arch::load_acquire_gpu_u64(p)) }
+    }
+
     /// As [`Self::wait_geq_acquire_sys`] with a relaxed load at system scope: the wait
     /// orders nothing by itself (the caller adds a fence where it needs one).
     ///

@@ -303,7 +303,11 @@ impl Comm {
             timeout_ns: c.timeout_ns,
             error: c.error,
             slot_lines: res.slot_lines,
-            flags: 0,
+            flags: if self.group.devices == 1 {
+                oxccl_device::abi::SYM_FLAG_ONE_DEVICE
+            } else {
+                0
+            },
             state: res.state,
         };
         let max =

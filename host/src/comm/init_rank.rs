@@ -197,6 +197,7 @@ impl Comm {
             ranks: BTreeMap::new(),
             abort,
             ranks_per_device: 1,
+            devices: 1,
             config,
             tuning,
         };
@@ -265,6 +266,7 @@ impl Comm {
         }
         let per_dev = connect_peers(&*backend, rank, device, &info, &peers)?;
         group.ranks_per_device = per_dev.values().copied().max().unwrap_or(1);
+        group.devices = per_dev.len().max(1);
         let table_words: Vec<u64> = if cross {
             let other_staging: Vec<usize> = (0..n).filter(|&q| peers[q].staging != info.staging).collect();
             if !other_staging.is_empty() {

@@ -127,6 +127,9 @@ pub(crate) struct Group {
     abort: MappedMem,
     /// Most ranks placed on one device (limits blocks per rank).
     pub ranks_per_device: usize,
+    /// Distinct devices the communicator's ranks run on (1: every rank shares one device, so
+    /// the symmetric kernels order their accesses at GPU scope).
+    pub devices: usize,
     pub config: Config,
     /// `config`'s algorithm and protocol overrides, parsed (the ranks' starting tuning).
     pub tuning: crate::coll::tuner::Overrides,
@@ -432,6 +435,7 @@ impl Comm {
                 .collect(),
             abort,
             ranks_per_device: per_dev.values().copied().max().unwrap_or(1),
+            devices: per_dev.len().max(1),
             config,
             tuning,
         });

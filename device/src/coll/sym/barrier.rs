@@ -11,6 +11,10 @@
 //!   did before they arrived (release/acquire at system scope, cumulative, extended to the
 //!   block by `bar.sync`).
 //!
+//! When every rank runs on this device ([`crate::abi::SYM_FLAG_ONE_DEVICE`]) the fence, the
+//! release store and the acquire poll are at GPU scope instead (`.gpu`): the same argument,
+//! over the threads of one device, which are all the threads that touch the lines.
+//!
 //! Epochs come from the op's sequence number ([`crate::abi::sym_epochs`]: `2 seq + 1` at
 //! entry, `2 seq + 2` at exit): they only grow, so a line never needs a reset, and an
 //! arrival for a later op (a peer that overtook) satisfies a wait for an earlier one, which
@@ -34,8 +38,13 @@ pub unsafe fn arrive(c: &SymCtx, epoch: u64) {
     c.ctx.sync_threads();
     let mut t = c.ctx.thread;
     while t < c.n {
-        arch::fence_acq_rel_sys();
-        arch::store_release_sys_u64(line(c, t, c.ctx.block, c.me), epoch);
+        c.fence();
+        let l = line(c, t, c.ctx.block, c.me);
+        if c.gpu_scope {
+            arch::store_release_gpu_u64(l, epoch);
+        } else {
+            arch::store_release_sys_u64(l, epoch);
+        }
         t += c.ctx.block_dim;
     }
 }
@@ -50,10 +59,13 @@ pub unsafe fn wait(c: &SymCtx, epoch: u64) -> bool {
     let mut failed = false;
     let mut t = c.ctx.thread;
     while t < c.n {
-        if let Err(e) = c
-            .waiter
-            .wait_geq_acquire_sys(line(c, c.me, c.ctx.block, t), epoch)
-        {
+        let l = line(c, c.me, c.ctx.block, t);
+        let seen = if c.gpu_scope {
+            c.waiter.wait_geq_acquire_gpu(l, epoch)
+        } else {
+            c.waiter.wait_geq_acquire_sys(l, epoch)
+        };
+        if let Err(e) = seen {
             c.wait_failed(t, e);
             failed = true;
             break;

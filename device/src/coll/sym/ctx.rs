@@ -3,10 +3,11 @@
 //! reports.
 
 use crate::abi::{
-    sym_lines_offset, SymArgs, ERR_MISMATCH, MAX_BLOCKS, MAX_LOCAL_RANKS, SYM_KIND_ALL_REDUCE_TWO_SHOT,
-    SYM_KIND_REDUCE_SCATTER, SYM_LINE_BYTES, SYM_PROTO_SIMPLE,
+    sym_lines_offset, SymArgs, ERR_MISMATCH, MAX_BLOCKS, MAX_LOCAL_RANKS, SYM_FLAG_ONE_DEVICE,
+    SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_KIND_REDUCE_SCATTER, SYM_LINE_BYTES, SYM_PROTO_SIMPLE,
 };
 use crate::api::abi::WindowDesc;
+use crate::arch;
 use crate::exec::ExecCtx;
 use crate::prims::wait::{report_error, WaitError, Waiter};
 
@@ -18,6 +19,18 @@ pub struct SymCtx<'a> {
     pub me: u32,
     pub n: u32,
     pub waiter: Waiter,
+    /// [`SYM_FLAG_ONE_DEVICE`]: every peer runs on this device, GPU scope suffices.
+    pub gpu_scope: bool,
+}
+
+/// `fence.acq_rel.gpu` when every peer runs on this device, else `fence.acq_rel.sys`.
+#[inline(always)]
+pub fn scoped_fence(gpu_scope: bool) {
+    if gpu_scope {
+        arch::fence_acq_rel_gpu();
+    } else {
+        arch::fence_acq_rel_sys();
+    }
 }
 
 /// Address of byte `off` of rank `q`'s copy of window `w` (wrapping arithmetic, as the
@@ -41,7 +54,14 @@ impl<'a> SymCtx<'a> {
                 abort_flag: a.abort_flag,
                 timeout_ns: a.timeout_ns,
             },
+            gpu_scope: a.flags & SYM_FLAG_ONE_DEVICE != 0,
         }
+    }
+
+    /// `fence.acq_rel` at the scope the peers need ([`Self::gpu_scope`]).
+    #[inline(always)]
+    pub fn fence(&self) {
+        scoped_fence(self.gpu_scope)
     }
 
     /// Whether the `proto` family can run these arguments; reports why not: unknown kind, two-shot

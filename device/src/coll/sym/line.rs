@@ -89,8 +89,9 @@ pub trait LineProto: Copy {
     fn encode(&self, d: [u32; 4]) -> [u32; 4];
     /// The payload of line `l` if it is a complete line of this op.
     fn decode(&self, l: [u32; 4]) -> Option<[u32; 4]>;
-    /// Once per thread before its first store into a peer's mailbox.
-    fn begin(&self);
+    /// Once per thread before its first store into a peer's mailbox; `gpu_scope`: every
+    /// peer runs on this device ([`crate::abi::SYM_FLAG_ONE_DEVICE`]).
+    fn begin(&self, gpu_scope: bool);
     /// After reading line `p` of this rank's own mailbox.
     ///
     /// # Safety
@@ -131,7 +132,7 @@ impl LineProto for Ll {
         (l[1] == self.tag && l[3] == self.tag).then_some([l[0], l[2], 0, 0])
     }
     #[inline(always)]
-    fn begin(&self) {}
+    fn begin(&self, _gpu_scope: bool) {}
     #[inline(always)]
     unsafe fn consumed(&self, _p: *mut [u32; 4]) {}
 }
@@ -166,8 +167,9 @@ impl LineProto for LamportSplit {
         (l[1] == LAMPORT_TAG && l[3] == LAMPORT_TAG).then_some([l[0], l[2], 0, 0])
     }
     #[inline(always)]
-    fn begin(&self) {
-        arch::fence_acq_rel_sys();
+    fn begin(&self, gpu_scope: bool) {
+        // What it orders: the module doc of [`super`] (re-poisoning against the next writer).
+        super::ctx::scoped_fence(gpu_scope);
     }
     #[inline(always)]
     unsafe fn consumed(&self, p: *mut [u32; 4]) {
@@ -257,8 +259,9 @@ impl<T: Elem> LineProto for LamportFull<T> {
         ready.then_some(l)
     }
     #[inline(always)]
-    fn begin(&self) {
-        arch::fence_acq_rel_sys();
+    fn begin(&self, gpu_scope: bool) {
+        // What it orders: the module doc of [`super`] (re-poisoning against the next writer).
+        super::ctx::scoped_fence(gpu_scope);
     }
     #[inline(always)]
     unsafe fn consumed(&self, p: *mut [u32; 4]) {

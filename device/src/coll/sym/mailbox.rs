@@ -140,7 +140,7 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
     let gt = c.ctx.global_thread() as u64;
     let nt = c.ctx.global_threads() as u64;
 
-    p.begin();
+    p.begin(c.gpu_scope);
     let mut i = gt;
     while i < nlines {
         if rs {
@@ -215,7 +215,7 @@ pub unsafe fn all_gather<T: Elem, P: LineProto>(c: &SymCtx, p: &P) {
     let gt = c.ctx.global_thread() as u64;
     let nt = c.ctx.global_threads() as u64;
 
-    p.begin();
+    p.begin(c.gpu_scope);
     let mut i = gt;
     while i < nlines {
         let d = p.canon(chunk::load::<T>(P::DATA, send, i, bytes));

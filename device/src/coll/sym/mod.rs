@@ -74,6 +74,9 @@
 //!   accesses, so the sentinel is ordered before the writer's data.
 //! - Simple barriers: `fence.acq_rel.sys` + `st.release.sys.u64` arrive, `ld.acquire.sys.u64`
 //!   wait, extended to the block by `bar.sync` (see [`barrier`]).
+//! - Scope: system scope as written above; GPU scope (`fence.acq_rel.gpu`, `.gpu` release and
+//!   acquire) when the host sets [`crate::abi::SYM_FLAG_ONE_DEVICE`] (every rank on this
+//!   device: the threads that touch the lines are all on it, so the same arguments hold).
 //! - Every wait polls the abort flag and a deadline (every [`crate::arch::SPINS_PER_CHECK`]
 //!   spins on the GPU, every spin on the host) and records the first error of the rank in
 //!   its `ErrorRecord`, naming the peer it waited for, the block and `seq` (as `epoch`).
@@ -202,12 +205,17 @@ unsafe fn seq_begin(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> SymArgs {
         return at;
     }
     let slots = a.state as *mut u64;
-    at.seq = epoch::begin_at(ctx, slots);
     // LL resets follow the device's count; Lamport areas carry no LL tags.
     at.flags &= !SYM_FLAG_LL_RESET;
-    let gens = slots.wrapping_add(MAX_BLOCKS);
-    if ll && a.proto == SYM_PROTO_LL && epoch::generation_changed_at(ctx, gens, sym_ll_generation(at.seq)) {
-        at.flags |= SYM_FLAG_LL_RESET;
+    if ll && a.proto == SYM_PROTO_LL {
+        let gens = slots.wrapping_add(MAX_BLOCKS);
+        let (seq, reset) = epoch::begin_with_generation_at(ctx, slots, gens, sym_ll_generation);
+        at.seq = seq;
+        if reset {
+            at.flags |= SYM_FLAG_LL_RESET;
+        }
+    } else {
+        at.seq = epoch::begin_at(ctx, slots);
     }
     at
 }
