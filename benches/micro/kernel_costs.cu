@@ -62,6 +62,124 @@ __global__ void k_self_barrier_gpu(uint64_t* p) {
 }
 
 typedef void (*K)(uint64_t*);
+
+// An ideal Lamport one-shot all-reduce written directly in CUDA, the floor our Rust kernels are
+// measured against: rank r (stream r) owns slot[r], in[r], out[r] and a mailbox of 3 buffers x
+// nranks sources x LINES lines of 16 bytes, poisoned with SENTINEL words. Thread t moves line t
+// (4 KiB payload with 256 threads; `lines` active threads). Variants, from most to least ordered:
+//   serial: seq load, bar.sync, fence.acq_rel.gpu, input load, publish, poll, poison, store;
+//   prefetch: serial, with a prefetch.L1 of the input issued before the seq load;
+//   hoist:  input load issued before the seq load (both in flight together), then the same;
+//   nofence: hoist without the writer's fence;  nobar: nofence without the bar.sync (not safe
+//   for more than one warp: measures the barrier's cost only).
+#define SENT 0xFFFAFFFAu
+#define LINES 256
+struct Lam { uint64_t* slot; float4* in; float4* out; uint4* box; int n; int lines; };
+__device__ __forceinline__ uint4* box_of(const Lam& L, int rank, int buf, int src) {
+    return L.box + ((size_t)(rank * 3 + buf) * L.n + src) * LINES;
+}
+template <int MODE>
+__global__ void k_lamport(Lam L, int me) {
+    int t = threadIdx.x;
+    float4 v = make_float4(0, 0, 0, 0);
+    uint64_t seq;
+    bool act = t < L.lines;
+    if (MODE == 1 && act) asm volatile("prefetch.L1 [%0];" :: "l"(L.in + me * LINES + t));
+    if (MODE >= 2 && act) v = L.in[me * LINES + t];
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(seq) : "l"(L.slot + me * 8));
+    if (MODE < 4) __syncthreads();
+    if (MODE < 3) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    if (MODE <= 1 && act) v = L.in[me * LINES + t];
+    int buf = seq % 3;
+    if (act) {
+        uint4 w = *reinterpret_cast<uint4*>(&v);
+        for (int k = 1; k < L.n; k++) {
+            int q = (me + k) % L.n;
+            uint4* d = box_of(L, q, buf, me) + t;
+            asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(d), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w) : "memory");
+        }
+        float4 acc = make_float4(0, 0, 0, 0);
+        for (int q = 0; q < L.n; q++) {
+            float4 x;
+            if (q == me) x = v; else {
+                uint4* s = box_of(L, me, buf, q) + t; uint4 r;
+                long spins = 0;
+                do { asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(s) : "memory"); }
+                while ((r.x == SENT || r.y == SENT || r.z == SENT || r.w == SENT) && ++spins < (1l << 26));
+                asm volatile("st.volatile.global.v4.u32 [%0], {%1,%1,%1,%1};" :: "l"(s), "r"(SENT) : "memory");
+                x = *reinterpret_cast<float4*>(&r);
+            }
+            acc.x += x.x; acc.y += x.y; acc.z += x.z; acc.w += x.w;
+        }
+        L.out[me * LINES + t] = acc;
+    }
+    if (MODE < 4) __syncthreads();
+    if (t == 0) asm volatile("st.volatile.global.u64 [%0], %1;" :: "l"(L.slot + me * 8), "l"(seq + 1) : "memory");
+}
+__global__ void k_poison(uint4* b, size_t n) { for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) b[i] = make_uint4(SENT, SENT, SENT, SENT); }
+__global__ void k_lam_empty(Lam, int) {}
+
+typedef void (*KL)(Lam, int);
+// Median us per operation (one kernel per rank per op, rank r on stream r), and whether every
+// output element of the last replay equals the sum of the inputs.
+static double time_lamport(KL k, Lam L, cudaStream_t* s, cudaEvent_t* ev, bool* ok) {
+    cudaGraph_t g; cudaGraphExec_t ge;
+    const int per = 20, replays = 20;
+    cudaStreamBeginCapture(s[0], cudaStreamCaptureModeRelaxed);
+    cudaEventRecord(ev[2], s[0]);
+    for (int i = 1; i < L.n; i++) cudaStreamWaitEvent(s[i], ev[2], 0);
+    for (int j = 0; j < per; j++) for (int i = 0; i < L.n; i++) k<<<1, 256, 0, s[i]>>>(L, i);
+    for (int i = 1; i < L.n; i++) { cudaEventRecord(ev[8 + i], s[i]); cudaStreamWaitEvent(s[0], ev[8 + i], 0); }
+    cudaStreamEndCapture(s[0], &g);
+    cudaGraphInstantiate(&ge, g, 0);
+    cudaMemset(L.out, 0xff, sizeof(float4) * LINES * L.n);
+    cudaGraphLaunch(ge, s[0]); cudaStreamSynchronize(s[0]);
+    std::vector<float4> in(LINES * L.n), out(LINES * L.n);
+    cudaMemcpy(in.data(), L.in, in.size() * 16, cudaMemcpyDeviceToHost);
+    cudaMemcpy(out.data(), L.out, out.size() * 16, cudaMemcpyDeviceToHost);
+    *ok = cudaGetLastError() == cudaSuccess;
+    for (int r = 0; r < L.n && k != k_lam_empty; r++) for (int t = 0; t < L.lines; t++) {
+        float e = 0; for (int q = 0; q < L.n; q++) e += in[q * LINES + t].x;
+        if (out[r * LINES + t].x != e) *ok = false;
+    }
+    std::vector<double> tt;
+    for (int r = 0; r < 7; r++) {
+        cudaEventRecord(ev[0], s[0]);
+        for (int i = 0; i < replays; i++) cudaGraphLaunch(ge, s[0]);
+        cudaEventRecord(ev[1], s[0]);
+        cudaEventSynchronize(ev[1]);
+        float ms; cudaEventElapsedTime(&ms, ev[0], ev[1]);
+        tt.push_back(ms * 1000.0 / (per * replays));
+    }
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+    std::sort(tt.begin(), tt.end());
+    return tt[3];
+}
+
+static int lamport_table(cudaStream_t* s, cudaEvent_t* ev) {
+    printf("\nideal CUDA Lamport all-reduce (1 block x 256, graph of 20 ops, us per op)\n");
+    printf("%-6s %-8s %10s %10s %10s %10s %10s %10s\n", "ranks", "payload", "empty", "serial", "prefetch", "hoist", "nofence", "nobar");
+    for (int n : {1, 2, 8}) for (int lines : {1, 256}) {
+        Lam L; L.n = n; L.lines = lines;
+        size_t boxes = (size_t)n * 3 * n * LINES;
+        CK(cudaMalloc(&L.slot, 8 * 8 * n)); CK(cudaMemset(L.slot, 0, 8 * 8 * n));
+        CK(cudaMalloc(&L.in, 16 * LINES * n)); CK(cudaMalloc(&L.out, 16 * LINES * n));
+        CK(cudaMalloc(&L.box, 16 * boxes));
+        std::vector<float4> in(LINES * n);
+        for (size_t i = 0; i < in.size(); i++) { float f = (float)((i * 7919) % 1000) * 0.25f; in[i] = make_float4(f, f + 1, f + 2, f + 3); }
+        CK(cudaMemcpy(L.in, in.data(), in.size() * 16, cudaMemcpyHostToDevice));
+        k_poison<<<64, 256>>>(L.box, boxes); CK(cudaDeviceSynchronize());
+        bool ok[6]; double t[6];
+        KL ks[6] = {k_lam_empty, k_lamport<0>, k_lamport<1>, k_lamport<2>, k_lamport<3>, k_lamport<4>};
+        for (int i = 0; i < 6; i++) t[i] = time_lamport(ks[i], L, s, ev, &ok[i]);
+        printf("%-6d %-8d", n, lines * 16);
+        for (int i = 0; i < 6; i++) printf(" %8.3f%s", t[i], ok[i] ? "  " : "!!");
+        printf("\n");
+        cudaFree(L.slot); cudaFree(L.in); cudaFree(L.out); cudaFree(L.box);
+    }
+    printf("(!! = some output element differed from the sum of the inputs)\n");
+    return 0;
+}
 static double time_graph(K k, int nstreams, uint64_t* p, cudaStream_t* s, cudaEvent_t* ev) {
     cudaGraph_t g; cudaGraphExec_t ge;
     const int per = 20, replays = 20;
@@ -89,8 +207,8 @@ static double time_graph(K k, int nstreams, uint64_t* p, cudaStream_t* s, cudaEv
 
 int main() {
     uint64_t* p; CK(cudaMalloc(&p, 1 << 16)); CK(cudaMemset(p, 0, 1 << 16));
-    cudaStream_t s[2]; for (auto& x : s) CK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
-    cudaEvent_t ev[8]; for (auto& e : ev) CK(cudaEventCreate(&e));
+    cudaStream_t s[8]; for (auto& x : s) CK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+    cudaEvent_t ev[16]; for (auto& e : ev) CK(cudaEventCreate(&e));
     struct { const char* n; K k; } ks[] = {
         {"empty", k_empty}, {"bar.sync", k_bar}, {"ld+st volatile", k_ldst}, {"ld, bar.sync, st", k_ld_bar_st},
         {"fence.acq_rel.sys", k_fence_sys}, {"fence.acq_rel.gpu", k_fence_gpu}, {"fence.sc.sys", k_fence_sc_sys},
@@ -104,5 +222,5 @@ int main() {
         printf("%-36s %10.3f us %10.3f us\n", k.n, a, b);
     }
     CK(cudaDeviceSynchronize());
-    return 0;
+    return lamport_table(s, ev);
 }

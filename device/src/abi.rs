@@ -52,9 +52,25 @@ impl DataType {
         DataType::F8E5M2,
     ];
 
-    /// From NCCL's integer value.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Self::ALL.get(v as usize).copied()
+    /// From NCCL's integer value. A `match`, not an index into [`Self::ALL`]: on the device an
+    /// index compiles to a load from a table in global memory, one more dependent round trip
+    /// before a kernel can branch on the value.
+    pub const fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => DataType::I8,
+            1 => DataType::U8,
+            2 => DataType::I32,
+            3 => DataType::U32,
+            4 => DataType::I64,
+            5 => DataType::U64,
+            6 => DataType::F16,
+            7 => DataType::F32,
+            8 => DataType::F64,
+            9 => DataType::Bf16,
+            10 => DataType::F8E4M3,
+            11 => DataType::F8E5M2,
+            _ => return None,
+        })
     }
 
     /// Bytes per element.
@@ -124,8 +140,17 @@ impl RedOp {
     ];
 
     /// From the integer value above.
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Self::ALL.get(v as usize).copied()
+    pub const fn from_u32(v: u32) -> Option<Self> {
+        // A `match` for the reason given at `DataType::from_u32`.
+        Some(match v {
+            0 => RedOp::Sum,
+            1 => RedOp::Prod,
+            2 => RedOp::Max,
+            3 => RedOp::Min,
+            4 => RedOp::Avg,
+            5 => RedOp::PreMulSum,
+            _ => return None,
+        })
     }
 
     /// Short lowercase name.
@@ -406,3 +431,74 @@ pub use p2p::*;
 
 mod sym;
 pub use sym::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_u32_matches_every_value_and_rejects_the_rest() {
+        for d in DataType::ALL {
+            assert_eq!(DataType::from_u32(d as u32), Some(d));
+        }
+        assert_eq!(DataType::from_u32(DataType::ALL.len() as u32), None);
+        assert_eq!(DataType::from_u32(u32::MAX), None);
+        for o in RedOp::ALL {
+            assert_eq!(RedOp::from_u32(o as u32), Some(o));
+        }
+        assert_eq!(RedOp::from_u32(RedOp::ALL.len() as u32), None);
+        assert_eq!(RedOp::from_u32(u32::MAX), None);
+    }
+
+    #[test]
+    fn sym_header_words_carry_the_fingerprint_and_never_look_poisoned() {
+        let mut seen = std::collections::HashSet::new();
+        for kind in 0..3 {
+            for proto in 1..3 {
+                for dt in DataType::ALL {
+                    for op in RedOp::ALL {
+                        for count in [0u64, 1, 7, 65530, 32256, 0xFFFA_FFFA, u32::MAX as u64] {
+                            let fp = sym_fingerprint(kind, proto, dt as u32, op as u32, count);
+                            assert!(seen.insert(fp), "fingerprints differ for different calls");
+                            let w = sym_header_words(fp);
+                            assert_eq!(sym_header_fingerprint(w), fp);
+                            for x in w {
+                                assert_ne!(x, 0xFFFA_FFFA);
+                                assert!(x & 0xFFFF < 0x1000 && x >> 16 < 0x1000);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Counts are compared modulo 2^32 only.
+        assert_eq!(
+            sym_fingerprint(0, 1, 7, 0, 5),
+            sym_fingerprint(0, 1, 7, 0, 5 + (1 << 32))
+        );
+    }
+
+    #[test]
+    fn lamport_buffer_is_seq_mod_3() {
+        let edges = [
+            0,
+            1,
+            2,
+            3,
+            u32::MAX as u64,
+            1 << 32,
+            (1 << 32) + 1,
+            u64::MAX,
+            u64::MAX - 1,
+        ];
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for seq in edges.into_iter().chain((0..10_000).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        })) {
+            assert_eq!(sym_lamport_buffer(seq), seq % 3, "seq {seq}");
+        }
+    }
+}

@@ -78,6 +78,18 @@ pub enum Error {
         theirs: u64,
     },
 
+    /// Ranks called different symmetric collectives (window buffers) in the same op: another
+    /// collective, count, data type, operator or kernel. Reported by each rank that saw a
+    /// peer's header line; neither side's output is valid.
+    #[error("{op} on rank {rank}: rank {peer} called {theirs} while this rank called {ours} (mismatched symmetric collective)")]
+    SymMismatch {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        ours: String,
+        theirs: String,
+    },
+
     /// A send and the receive it was matched with (the `k`-th send from one rank to another
     /// and the `k`-th receive of the other from the first) were posted with different counts
     /// or data types. Reported on both ranks; neither moved any data.

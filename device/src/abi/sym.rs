@@ -29,9 +29,11 @@
 //! # Scratch area of one protocol (at `scratch_offset` in every rank's scratch copy)
 //! ```text
 //! 0                        barrier lines  [MAX_BLOCKS][nranks] u64, line (b, s) written
-//!                                         only by block b of rank s (epochs)
+//!                                         only by block b of rank s (epochs), then
+//!                                         [MAX_BLOCKS][nranks] u64 fingerprints
 //! sym_lines_offset(n)      mailbox lines  LL: [2 parities][nranks sources][slot_lines]
 //!                                         Lamport: [3 buffers][nranks sources][slot_lines]
+//!                                         (line slot_lines - 1 of a slot: its header)
 //! sym_scratch_bytes(..)    end
 //! ```
 //! Every rank uses the same offsets (they depend on `nranks` and the capacity only). The
@@ -115,7 +117,8 @@ pub struct SymArgs {
     pub timeout_ns: u64,
     pub error: u64,
     /// LL and Lamport: lines per (buffer, source) slot, [`sym_slot_lines`] of the area's
-    /// capacity. Ops whose per-rank payload exceeds `8 * slot_lines` bytes are refused.
+    /// capacity (the last is the slot's header line). Ops whose per-rank payload needs more
+    /// than `slot_lines - 1` lines are refused.
     pub slot_lines: u32,
     /// `SYM_FLAG_*`.
     pub flags: u32,
@@ -159,14 +162,67 @@ pub const fn sym_buffers(proto: u32) -> u64 {
 
 /// Lines per (buffer, source) slot for a capacity of `max_bytes` per rank and op (the
 /// all-reduce's input, the all-gather's input, the reduce-scatter's output): 8 data bytes
-/// per line, the densest format's worst case (LL lines and the split Lamport lines).
+/// per line, the densest format's worst case (LL lines and the split Lamport lines), plus
+/// the slot's header line (its last, [`sym_header_line`]).
 pub const fn sym_slot_lines(max_bytes: u64) -> u64 {
-    max_bytes.div_ceil(8)
+    max_bytes.div_ceil(8) + 1
 }
 
-/// Bytes of the barrier lines of an area.
+/// Index of the header line in a slot of `slot_lines` lines: the last one. Data lines are
+/// `0 .. slot_lines - 1`.
+pub const fn sym_header_line(slot_lines: u64) -> u64 {
+    slot_lines.saturating_sub(1)
+}
+
+/// The fingerprint of a symmetric op, exact rather than hashed: the low 32 bits of `count`,
+/// then `dtype` (4 bits), `op` (3), `kind` (2) and `proto` (2), 43 bits in all. Ranks that
+/// disagree on any of them in the same op report a mismatch instead of exchanging lines of
+/// different shapes. (Counts that agree modulo 2^32 are not told apart; the mailbox
+/// protocols refuse such sizes anyway.) Cheap on purpose: shifts and ors only, computed by
+/// the kernel from its arguments.
+pub const fn sym_fingerprint(kind: u32, proto: u32, dtype: u32, op: u32, count: u64) -> u64 {
+    (count & 0xFFFF_FFFF)
+        | ((dtype as u64 & 0xF) << 32)
+        | ((op as u64 & 0x7) << 36)
+        | ((kind as u64 & 0x3) << 39)
+        | ((proto as u64 & 0x3) << 41)
+}
+
+/// Set in [`super::ErrorRecord::block`] by a symmetric kernel that found a peer's header
+/// with another fingerprint: the record's `epoch` then holds this rank's fingerprint and
+/// `detail` the peer's (both [`sym_fingerprint`]s), so the host can say what each called.
+pub const SYM_MISMATCH_FLAG: u32 = 1 << 30;
+
+/// The payload words of a header line carrying fingerprint `fp`: its 48 low bits as four
+/// 12-bit lanes, one per 16-bit half of words 0 and 1 (words 2 and 3 repeat them, for the
+/// full Lamport lines). Every 16-bit half is below `0x1000`, so no half is a 16-bit Lamport
+/// lane sentinel and no word is the 32-bit one: the words are what every line format
+/// carries unchanged (`canon` is the identity on them).
+pub const fn sym_header_words(fp: u64) -> [u32; 4] {
+    let l = [
+        (fp & 0xFFF) as u32,
+        ((fp >> 12) & 0xFFF) as u32,
+        ((fp >> 24) & 0xFFF) as u32,
+        ((fp >> 36) & 0xFFF) as u32,
+    ];
+    let w0 = l[0] | l[1] << 16;
+    let w1 = l[2] | l[3] << 16;
+    [w0, w1, w0, w1]
+}
+
+/// The fingerprint a header line's payload words carry (inverse of [`sym_header_words`] on
+/// the 48 bits it keeps).
+pub const fn sym_header_fingerprint(w: [u32; 4]) -> u64 {
+    (w[0] & 0xFFF) as u64
+        | (((w[0] >> 16) & 0xFFF) as u64) << 12
+        | ((w[1] & 0xFFF) as u64) << 24
+        | (((w[1] >> 16) & 0xFFF) as u64) << 36
+}
+
+/// Bytes of the barrier lines of an area: `[MAX_BLOCKS][nranks]` u64 epochs, then as many
+/// u64 fingerprints (`crate::coll::sym::barrier`).
 pub const fn sym_barrier_bytes(nranks: u32) -> u64 {
-    (MAX_BLOCKS as u64) * nranks as u64 * 8
+    (MAX_BLOCKS as u64) * nranks as u64 * 8 * 2
 }
 
 /// Offset of the mailbox lines in an area (after the barrier lines, 4096-aligned).
@@ -220,7 +276,22 @@ pub const fn sym_ll_parity(seq: u64) -> u64 {
 /// The Lamport buffer of op `seq`.
 #[inline(always)]
 pub const fn sym_lamport_buffer(seq: u64) -> u64 {
-    seq % 3
+    // `seq % 3` in 32-bit arithmetic (2^32 = 1 mod 3, so seq = hi + lo mod 3): a 64-bit
+    // remainder is a dozen emulated instructions on the GPU, in front of every address.
+    (((seq >> 32) as u32 % 3 + seq as u32 % 3) % 3) as u64
+}
+
+/// Payload bytes per mailbox line of protocol `proto` (`SYM_PROTO_LL` or `SYM_PROTO_LAMPORT`)
+/// for `dtype`: 16 for Lamport's full lines (`f16`, `bf16`, `f32`, `f64`, whose free NaN
+/// pattern is the sentinel), 8 otherwise (LL and split Lamport lines carry a tag).
+pub const fn sym_line_data(proto: u32, dtype: super::DataType) -> u64 {
+    use super::DataType as D;
+    let full = matches!(dtype, D::F16 | D::Bf16 | D::F32 | D::F64);
+    if proto == SYM_PROTO_LAMPORT && full {
+        16
+    } else {
+        8
+    }
 }
 
 /// Barrier epochs of op `seq`: entry and exit.

@@ -11,8 +11,8 @@
 //! - [`begin`]: every thread loads slot `b` (`ld.volatile`), then `bar.sync`: no thread of
 //!   the block can see the value [`end`] stores later.
 //! - the kernel body runs with that base as its epoch (barriers at `base + 1`, `base + 2`).
-//! - [`end`]: thread 0 stores `base + 2` into slot `b`; thread 0 of block 0 also into every
-//!   slot from `grid_dim` up, which no block of this launch reads. So every launch advances
+//! - [`end`]: thread 0 stores `base + 2` into slot `b`; the threads of block 0 also into every
+//!   slot from `grid_dim` up (one slot per thread), which no block of this launch reads. So every launch advances
 //!   all `MAX_BLOCKS` slots by 2 and the slots stay equal: every block of the next launch,
 //!   whatever its grid, starts from the same base, and it is the host's epoch for that
 //!   launch (`Comm::next_epoch` advances by 2 per launch too) unless graphs were replayed,
@@ -94,17 +94,20 @@ pub unsafe fn begin_at(ctx: &ExecCtx, slots: *mut u64) -> u64 {
 /// As [`begin_at`], with the base it returned.
 #[inline(always)]
 pub unsafe fn end_at(ctx: &ExecCtx, slots: *mut u64, base: u64, step: u64) {
-    if ctx.thread != 0 {
-        return;
-    }
     let next = base.wrapping_add(step);
-    arch::store_volatile_u64(slots.wrapping_add(ctx.block as usize % MAX_BLOCKS), next);
     if ctx.block == 0 {
-        let mut j = ctx.grid_dim as usize;
+        // The slots no block of this launch reads, spread over block 0's threads (one store
+        // each rather than a loop of up to `MAX_BLOCKS - 1` stores in thread 0, which sat at
+        // the end of every launch's critical path). No order is needed against any load of
+        // this launch, so no barrier either.
+        let mut j = ctx.grid_dim as usize + ctx.thread as usize;
         while j < MAX_BLOCKS {
             arch::store_volatile_u64(slots.wrapping_add(j), next);
-            j += 1;
+            j += ctx.block_dim.max(1) as usize;
         }
+    }
+    if ctx.thread == 0 {
+        arch::store_volatile_u64(slots.wrapping_add(ctx.block as usize % MAX_BLOCKS), next);
     }
 }
 

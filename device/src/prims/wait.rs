@@ -133,6 +133,31 @@ pub unsafe fn report_error(rec: u64, code: u32, rank: u32, peer: u32, block: u32
     }
 }
 
+/// True if any error is recorded (or being recorded) for this rank: a waiter whose own peer
+/// is fine stops anyway once a sibling thread reported, e.g. a mismatch, rather than waiting
+/// for lines that will never come until its timeout. For slow paths (the record may live in
+/// host memory).
+///
+/// # Safety
+/// `rec` must be a valid, aligned `ErrorRecord` address or 0.
+#[inline(always)]
+pub unsafe fn error_recorded(rec: u64) -> bool {
+    error_code(rec) != 0
+}
+
+/// The code word of this rank's error record (0: none; `u32::MAX`: being written), one
+/// volatile load whose value the caller tests later, so that the load overlaps others.
+///
+/// # Safety
+/// As [`error_recorded`].
+#[inline(always)]
+pub unsafe fn error_code(rec: u64) -> u32 {
+    if rec == 0 {
+        return 0;
+    }
+    arch::load_volatile_u32(core::ptr::addr_of!((*(rec as *const ErrorRecord)).code))
+}
+
 /// True if an error was recorded for this rank by an earlier operation, i.e. at an epoch
 /// `<= before` (sticky, like NCCL's async error: a failed communicator does no more work).
 ///

@@ -59,6 +59,7 @@ pub fn code_of(e: &Error) -> NcclResult {
         Error::InvalidUsage { .. } | Error::Finalized { .. } | Error::Unsupported { .. } => INVALID_USAGE,
         Error::Timeout { .. }
         | Error::Mismatch { .. }
+        | Error::SymMismatch { .. }
         | Error::P2pMismatch { .. }
         | Error::P2pTimeout { .. }
         | Error::ControlTimeout { .. }

@@ -25,8 +25,9 @@
 use std::sync::Arc;
 
 use oxccl_device::abi::{
-    sym_scratch_bytes, sym_slot_lines, DataType, Header, SymArgs, SymInitArgs, SYM_KIND_ALL_REDUCE_ONE_SHOT,
-    SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE, SYM_STATE_BYTES,
+    sym_scratch_bytes, sym_slot_lines, DataType, Header, SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER,
+    SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT,
+    SYM_PROTO_LL, SYM_PROTO_SIMPLE, SYM_STATE_BYTES,
 };
 use oxccl_device::api::abi::WindowDesc;
 
@@ -142,6 +143,29 @@ pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str, spans: bool) 
         _ if !spans || payload <= AUTO_ACROSS_MIN => None,
         _ => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
     }
+}
+
+/// The collective's name and a description of the call a symmetric fingerprint
+/// (`oxccl_device::abi::sym_fingerprint`, 43 bits: count, dtype, op, kind, proto) stands for.
+pub(crate) fn describe_fingerprint(fp: u64) -> (&'static str, String) {
+    let count = fp & 0xFFFF_FFFF;
+    let dtype = DataType::from_u32(((fp >> 32) & 0xF) as u32).map_or("an unknown type", |d| d.name());
+    let op = oxccl_device::abi::RedOp::from_u32(((fp >> 36) & 0x7) as u32)
+        .map_or("an unknown operator", |o| o.name());
+    let kind = ((fp >> 39) & 0x3) as u32;
+    let proto = ((fp >> 41) & 0x3) as u32;
+    let coll = match kind {
+        SYM_KIND_ALL_GATHER => "all_gather",
+        SYM_KIND_REDUCE_SCATTER => "reduce_scatter",
+        _ => "all_reduce",
+    };
+    let choice = SymChoice { kind, proto }.name();
+    let what = if kind == SYM_KIND_ALL_GATHER {
+        format!("{coll} of {count} x {dtype} ({choice})")
+    } else {
+        format!("{coll} of {count} x {dtype} with {op} ({choice})")
+    };
+    (coll, what)
 }
 
 /// Blocks of a symmetric launch moving `bytes` per rank, at most `max`.

@@ -17,7 +17,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use oxccl_device::abi::{CommArgs, ErrorRecord, Header, ERR_ABORTED, ERR_MISMATCH, ERR_NONE, ERR_TIMEOUT};
+use oxccl_device::abi::{
+    CommArgs, ErrorRecord, Header, ERR_ABORTED, ERR_MISMATCH, ERR_NONE, ERR_TIMEOUT, SYM_MISMATCH_FLAG,
+};
 use oxccl_device::prims::layout::{inbox_bytes, table_bytes};
 
 use crate::abort::AbortFlag;
@@ -571,6 +573,17 @@ impl Comm {
         };
         if rec.code != ERR_NONE && crate::p2p::is_p2p_error(&rec) {
             return self.p2p.decode(&rec);
+        }
+        if rec.code == ERR_MISMATCH && rec.block & SYM_MISMATCH_FLAG != 0 {
+            // A symmetric kernel's record: `epoch` holds our fingerprint, `detail` the peer's.
+            let (kind, ours) = crate::coll::sym::describe_fingerprint(rec.epoch);
+            return Err(Error::SymMismatch {
+                op: kind,
+                rank: self.rank,
+                peer: rec.peer,
+                ours,
+                theirs: crate::coll::sym::describe_fingerprint(rec.detail).1,
+            });
         }
         let op = self.op_at(rec.epoch);
         match rec.code {

@@ -1,6 +1,9 @@
 //! The LSA barrier of the symmetric kernels, on the barrier lines of the scratch area:
 //! `[MAX_BLOCKS][nranks]` u64 epochs in every rank's copy, line `(b, s)` written only by
-//! block `b` of rank `s`.
+//! block `b` of rank `s`, then as many u64 fingerprints ([`crate::abi::sym_fingerprint`] of
+//! the writer's op, stored before the epoch's release). The Simple kernels' entry barrier
+//! compares them ([`sync_checked`]): ranks that called different ops stop there, before any
+//! load or store of a peer's buffer, with a mismatch naming the peer.
 //!
 //! - [`arrive`]`(e)` by block `b` of rank `s`: `bar.sync` (the block's earlier loads and
 //!   stores are done), then thread `t < nranks`: `fence.acq_rel.sys` and `st.release.sys.u64`
@@ -21,7 +24,9 @@
 //! is harmless because that peer passed this op's exit barrier, which needed our arrival.
 
 use super::SymCtx;
+use crate::abi::{ERR_MISMATCH, MAX_BLOCKS, SYM_MISMATCH_FLAG};
 use crate::arch;
+use crate::prims::wait::report_error;
 
 /// Line `(block, src)` of the barrier lines in rank `q`'s copy of the area.
 #[inline(always)]
@@ -29,15 +34,24 @@ fn line(c: &SymCtx, q: u32, block: u32, src: u32) -> *mut u64 {
     c.area_of(q, (block as u64 * c.n as u64 + src as u64) * 8) as *mut u64
 }
 
-/// Arrive at `epoch`.
+/// Fingerprint line `(block, src)` in rank `q`'s copy: the array after the epoch lines.
+#[inline(always)]
+fn fp_line(c: &SymCtx, q: u32, block: u32, src: u32) -> *mut u64 {
+    let epochs = MAX_BLOCKS as u64 * c.n as u64 * 8;
+    c.area_of(q, epochs + (block as u64 * c.n as u64 + src as u64) * 8) as *mut u64
+}
+
+/// Arrive at `epoch`, announcing fingerprint `fp` (written before the epoch's release, so a
+/// waiter that acquired the epoch reads the fingerprint of the same op or a later one).
 ///
 /// # Safety
 /// Called by every thread of the block; the area must be valid in every rank's copy.
 #[inline(always)]
-pub unsafe fn arrive(c: &SymCtx, epoch: u64) {
+pub unsafe fn arrive(c: &SymCtx, epoch: u64, fp: u64) {
     c.ctx.sync_threads();
     let mut t = c.ctx.thread;
     while t < c.n {
+        arch::store_volatile_u64(fp_line(c, t, c.ctx.block, c.me), fp);
         c.fence();
         let l = line(c, t, c.ctx.block, c.me);
         if c.gpu_scope {
@@ -56,6 +70,19 @@ pub unsafe fn arrive(c: &SymCtx, epoch: u64) {
 /// Called by every thread of the block; the area must be valid in this rank's copy.
 #[inline(always)]
 pub unsafe fn wait(c: &SymCtx, epoch: u64) -> bool {
+    wait_checked(c, epoch, None)
+}
+
+/// [`wait`]; with `Some(fp)`, also compare every peer's fingerprint with `fp` once its epoch
+/// is acquired (a plain load ordered after the acquire) and record a mismatch naming it.
+/// Only an arrival at `epoch` or `epoch + 1` (this op's entry or exit: the same call) is
+/// compared; a peer already at a later op passed this op's exit barrier with a matching
+/// call or was caught there by another block.
+///
+/// # Safety
+/// As [`wait`].
+#[inline(always)]
+pub unsafe fn wait_checked(c: &SymCtx, epoch: u64, fp: Option<u64>) -> bool {
     let mut failed = false;
     let mut t = c.ctx.thread;
     while t < c.n {
@@ -65,22 +92,48 @@ pub unsafe fn wait(c: &SymCtx, epoch: u64) -> bool {
         } else {
             c.waiter.wait_geq_acquire_sys(l, epoch)
         };
-        if let Err(e) = seen {
-            c.wait_failed(t, e);
-            failed = true;
-            break;
+        match seen {
+            Err(e) => {
+                c.wait_failed(t, e);
+                failed = true;
+                break;
+            }
+            Ok(v) => {
+                if let Some(ours) = fp {
+                    if t != c.me && v.wrapping_sub(epoch) < 2 {
+                        let theirs = arch::load_volatile_u64(fp_line(c, c.me, c.ctx.block, t));
+                        if theirs != ours {
+                            let block = c.ctx.block | SYM_MISMATCH_FLAG;
+                            report_error(c.a.error, ERR_MISMATCH, c.me, t, block, ours, theirs);
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+            }
         }
         t += c.ctx.block_dim;
     }
     !c.ctx.sync_threads_or(failed)
 }
 
-/// [`arrive`] then [`wait`].
+/// [`arrive`] then [`wait`] (no fingerprint check; the lines still get `fp`).
 ///
 /// # Safety
 /// As both.
 #[inline(always)]
-pub unsafe fn sync(c: &SymCtx, epoch: u64) -> bool {
-    arrive(c, epoch);
+pub unsafe fn sync(c: &SymCtx, epoch: u64, fp: u64) -> bool {
+    arrive(c, epoch, fp);
     wait(c, epoch)
+}
+
+/// [`arrive`] then [`wait_checked`] with `fp`: an entry barrier that also tells whether
+/// every peer called the same op.
+///
+/// # Safety
+/// As both.
+#[inline(always)]
+pub unsafe fn sync_checked(c: &SymCtx, epoch: u64, fp: u64) -> bool {
+    arrive(c, epoch, fp);
+    wait_checked(c, epoch, Some(fp))
 }

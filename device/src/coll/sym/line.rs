@@ -50,6 +50,13 @@
 //! timeout rather than as zeros). Data of any bits, the sentinel's included, is carried
 //! unchanged.
 //!
+//! # Header lines
+//! The last line of every slot carries the op's fingerprint from global thread 0 of the
+//! writer to global thread 0 of the reader ([`LineProto::encode_header`]): LL in the LL
+//! format, Lamport in the split format whatever the data type (its payload halves are below
+//! `0x1000`, so no format's sentinel can appear). Lamport readers poison it after reading,
+//! like any line.
+//!
 //! # Reuse and what is left behind
 //! LL readers leave lines as they are (the tag of a later op differs). Lamport readers store
 //! [`POISON`] into every line they consumed, right after reading it (see the invariant in
@@ -57,7 +64,7 @@
 
 use core::marker::PhantomData;
 
-use crate::abi::{sym_lamport_buffer, sym_ll_parity, sym_ll_tag, DataType};
+use crate::abi::{sym_lamport_buffer, sym_line_data, sym_ll_parity, sym_ll_tag, DataType, SYM_PROTO_LAMPORT};
 use crate::arch;
 use crate::ops::Elem;
 use crate::prims::ll;
@@ -89,6 +96,19 @@ pub trait LineProto: Copy {
     fn encode(&self, d: [u32; 4]) -> [u32; 4];
     /// The payload of line `l` if it is a complete line of this op.
     fn decode(&self, l: [u32; 4]) -> Option<[u32; 4]>;
+    /// The slot's header line carrying payload words `w` ([`crate::abi::sym_header_words`]:
+    /// words 0 and 1 matter). One format for every data type of the protocol, so that ranks
+    /// that disagree on the type still read each other's header: LL lines as for data (the
+    /// op's tag), Lamport split lines for both Lamport formats.
+    #[inline(always)]
+    fn encode_header(&self, w: [u32; 4]) -> [u32; 4] {
+        self.encode(w)
+    }
+    /// Words 0 and 1 of header line `l` if it is a complete header line of this op.
+    #[inline(always)]
+    fn decode_header(&self, l: [u32; 4]) -> Option<[u32; 4]> {
+        self.decode(l)
+    }
     /// Once per thread before its first store into a peer's mailbox; `gpu_scope`: every
     /// peer runs on this device ([`crate::abi::SYM_FLAG_ONE_DEVICE`]).
     fn begin(&self, gpu_scope: bool);
@@ -197,10 +217,7 @@ impl<T> LamportFull<T> {
 /// Whether `T` uses full Lamport lines (the float types with a free NaN pattern).
 #[inline(always)]
 pub const fn lamport_full<T: Elem>() -> bool {
-    matches!(
-        T::DTYPE,
-        DataType::F16 | DataType::Bf16 | DataType::F32 | DataType::F64
-    )
+    sym_line_data(SYM_PROTO_LAMPORT, T::DTYPE) == 16
 }
 
 /// Replace a 16-bit lane equal to `0xFFFA` by `canon`.
@@ -237,6 +254,14 @@ pub fn canonicalize<T: Elem>(d: [u32; 4]) -> [u32; 4] {
 
 impl<T: Elem> LineProto for LamportFull<T> {
     const DATA: u64 = 16;
+    #[inline(always)]
+    fn encode_header(&self, w: [u32; 4]) -> [u32; 4] {
+        LamportSplit { buffer: self.buffer }.encode(w)
+    }
+    #[inline(always)]
+    fn decode_header(&self, l: [u32; 4]) -> Option<[u32; 4]> {
+        LamportSplit { buffer: self.buffer }.decode(l)
+    }
     #[inline(always)]
     fn buffer(&self) -> u64 {
         self.buffer

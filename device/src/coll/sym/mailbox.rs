@@ -14,6 +14,16 @@
 //!    every rank combines the same values in the same order, so results are bit-identical)
 //!    or store the chunk into the peer's block of the output (all-gather).
 //!
+//! 3. check: global thread 0 also stores this op's header line ([`sym_fingerprint`]:
+//!    collective, count, type, operator, protocol) into the header line of slot
+//!    `(buffer, me)` of every peer, and polls each peer's header together with its first
+//!    data line (one round trip for both). A header with another fingerprint is recorded as
+//!    a mismatch naming the peer and both calls ([`crate::abi::SYM_MISMATCH_FLAG`]); every
+//!    other waiter of the rank stops at its next abort check once an error is recorded, and
+//!    later launches on the failed communicator do nothing (`super::failed`). Without the
+//!    check, a rank with the smaller count would finish with wrong data and leave lines in
+//!    its mailbox that nobody consumed, and its peers would wait until their timeout.
+//!
 //! In place is safe for all three: peers read only the mailbox, and a thread reads its own
 //! input chunks before it stores the output chunks of the same index.
 
@@ -21,11 +31,14 @@ use super::barrier::sync;
 use super::chunk::{self, chunk_lanes};
 use super::line::{put_line, LineProto};
 use super::SymCtx;
-use crate::abi::{sym_epochs, SYM_FLAG_LL_RESET, SYM_KIND_REDUCE_SCATTER};
+use crate::abi::{
+    sym_epochs, sym_fingerprint, sym_header_fingerprint, sym_header_line, sym_header_words, ERR_MISMATCH,
+    SYM_FLAG_LL_RESET, SYM_KIND_REDUCE_SCATTER, SYM_MISMATCH_FLAG,
+};
 use crate::arch;
 use crate::ops::elem::{get_lane, set_lane};
 use crate::ops::{Elem, Reduce};
-use crate::prims::wait::WaitError;
+use crate::prims::wait::{error_recorded, report_error, WaitError};
 
 /// Poll line `l` of this rank's mailbox (written by `peer`) until it is a complete line of
 /// this op, consume it and return its payload; `None` after recording the error on abort or
@@ -36,12 +49,27 @@ use crate::prims::wait::WaitError;
 /// only in this op.
 #[inline(always)]
 pub unsafe fn wait_line<P: LineProto>(c: &SymCtx, p: &P, l: *mut [u32; 4], peer: u32) -> Option<[u32; 4]> {
+    wait_line_as::<P, false>(c, p, l, peer)
+}
+
+/// [`wait_line`] for a data line (`HEADER` false) or a header line ([`LineProto::decode_header`]).
+///
+/// # Safety
+/// As [`wait_line`].
+#[inline(always)]
+unsafe fn wait_line_as<P: LineProto, const HEADER: bool>(
+    c: &SymCtx,
+    p: &P,
+    l: *mut [u32; 4],
+    peer: u32,
+) -> Option<[u32; 4]> {
     let mut spins: u32 = 0;
     let mut total: u32 = 0;
     let mut start: u64 = 0;
     loop {
         let v = arch::load_v4_volatile(l);
-        if let Some(d) = p.decode(v) {
+        let got = if HEADER { p.decode_header(v) } else { p.decode(v) };
+        if let Some(d) = got {
             p.consumed(l);
             return Some(d);
         }
@@ -52,6 +80,11 @@ pub unsafe fn wait_line<P: LineProto>(c: &SymCtx, p: &P, l: *mut [u32; 4], peer:
             spins = 0;
             if let Err(e) = c.waiter.check_abort() {
                 c.wait_failed(peer, e);
+                return None;
+            }
+            // A sibling thread of this rank reported (a mismatch, a timeout): its error is
+            // the op's, and this line may never come.
+            if error_recorded(c.a.error) {
                 return None;
             }
             let now = arch::globaltimer() | 1;
@@ -67,11 +100,136 @@ pub unsafe fn wait_line<P: LineProto>(c: &SymCtx, p: &P, l: *mut [u32; 4], peer:
     }
 }
 
+/// The header line of slot `(buffer, src)` in rank `q`'s mailbox.
+#[inline(always)]
+fn header_of(c: &SymCtx, q: u32, buffer: u64, src: u32) -> *mut [u32; 4] {
+    c.line_of(q, buffer, src, sym_header_line(c.a.slot_lines as u64))
+}
+
+/// This op's fingerprint ([`sym_fingerprint`]).
+#[inline(always)]
+fn fingerprint(c: &SymCtx) -> u64 {
+    let a = c.a;
+    sym_fingerprint(a.kind, a.proto, a.dtype, a.op, a.count)
+}
+
+/// Global thread 0 only: store this op's header line into slot `(buffer, me)` of every
+/// peer's mailbox (after [`LineProto::begin`], like the data lines).
+///
+/// # Safety
+/// As [`super::sym_ll`].
+#[inline(always)]
+unsafe fn publish_header<P: LineProto>(c: &SymCtx, p: &P) {
+    let h = p.encode_header(sym_header_words(fingerprint(c)));
+    let mut k = 1;
+    while k < c.n {
+        put_line(header_of(c, rotated(c, k), p.buffer(), c.me), h);
+        k += 1;
+    }
+}
+
+/// Whether a header's payload carries this op's fingerprint; records the mismatch if not.
+///
+/// # Safety
+/// As [`super::sym_ll`].
+#[inline(always)]
+unsafe fn header_matches(c: &SymCtx, peer: u32, h: [u32; 4]) -> bool {
+    let theirs = sym_header_fingerprint(h);
+    let ours = sym_header_fingerprint(sym_header_words(fingerprint(c)));
+    if theirs == ours {
+        return true;
+    }
+    let block = c.ctx.block | SYM_MISMATCH_FLAG;
+    report_error(c.a.error, ERR_MISMATCH, c.me, peer, block, ours, theirs);
+    false
+}
+
+/// Global thread 0's first poll of `peer`: its data line `l` and its header line together
+/// (both loads in flight at once, so the check adds no round trip). The header is consumed
+/// and compared first; the data is taken only after it matched. `None` after a mismatch
+/// (recorded here), an abort or a timeout.
+///
+/// # Safety
+/// As [`wait_line`], for both lines.
+#[inline(always)]
+unsafe fn wait_line_and_header<P: LineProto>(
+    c: &SymCtx,
+    p: &P,
+    l: *mut [u32; 4],
+    peer: u32,
+) -> Option<[u32; 4]> {
+    let h = header_of(c, c.me, p.buffer(), peer);
+    let mut header_ok = false;
+    let mut spins: u32 = 0;
+    let mut total: u32 = 0;
+    let mut start: u64 = 0;
+    loop {
+        let v = arch::load_v4_volatile(l);
+        if !header_ok {
+            if let Some(hd) = p.decode_header(arch::load_v4_volatile(h)) {
+                p.consumed(h);
+                if !header_matches(c, peer, hd) {
+                    return None;
+                }
+                header_ok = true;
+            }
+        }
+        if header_ok {
+            if let Some(d) = p.decode(v) {
+                p.consumed(l);
+                return Some(d);
+            }
+        }
+        spins += 1;
+        total = total.saturating_add(1);
+        arch::spin_backoff(total);
+        if spins >= arch::SPINS_PER_CHECK || cfg!(not(target_arch = "nvptx64")) {
+            spins = 0;
+            if let Err(e) = c.waiter.check_abort() {
+                c.wait_failed(peer, e);
+                return None;
+            }
+            if error_recorded(c.a.error) {
+                return None;
+            }
+            let now = arch::globaltimer() | 1;
+            if start == 0 {
+                start = now;
+            } else if c.waiter.timeout_ns != 0 && now.wrapping_sub(start) > c.waiter.timeout_ns {
+                let last = (v[1] as u64) << 32 | v[3] as u64;
+                c.wait_failed(peer, WaitError::Timeout { last });
+                return None;
+            }
+        }
+    }
+}
+
+/// Global thread 0, when it had no data line to poll (an op of no elements): take every
+/// peer's header alone. Returns whether all matched.
+///
+/// # Safety
+/// As [`super::sym_ll`].
+#[inline(always)]
+unsafe fn check_headers_alone<P: LineProto>(c: &SymCtx, p: &P) -> bool {
+    let mut q = 0;
+    while q < c.n {
+        if q != c.me {
+            match wait_line_as::<P, true>(c, p, header_of(c, c.me, p.buffer(), q), q) {
+                Some(h) if header_matches(c, q, h) => {}
+                _ => return false,
+            }
+        }
+        q += 1;
+    }
+    true
+}
+
 /// LL only: when the op carries [`SYM_FLAG_LL_RESET`] (new tag generation), clear this
 /// rank's mailbox between two barriers: after the first, no peer still writes for an older
 /// op; before the second, nobody writes for this one. Thread `t` clears the lines of index
 /// `t mod threads`, which only the same thread index of the peers writes, in the same
-/// block, after its block passed the second barrier. Returns whether the op may go on.
+/// block, after its block passed the second barrier; global thread 0 clears the header
+/// lines, which only global thread 0 of the peers writes. Returns whether the op may go on.
 ///
 /// # Safety
 /// As [`super::sym_ll`].
@@ -81,32 +239,40 @@ pub unsafe fn ll_reset(c: &SymCtx) -> bool {
         return true;
     }
     let (entry, exit) = sym_epochs(c.a.seq);
-    if !sync(c, entry) {
+    if !sync(c, entry, 0) {
         return false;
     }
     let gt = c.ctx.global_thread() as u64;
     let nt = c.ctx.global_threads() as u64;
+    let header = sym_header_line(c.a.slot_lines as u64);
     let mut b = 0;
     while b < 2 {
         let mut s = 0;
         while s < c.n {
             let mut i = gt;
-            while i < c.a.slot_lines as u64 {
+            while i < header {
                 put_line(c.line_of(c.me, b, s, i), [0; 4]);
                 i += nt;
+            }
+            // The header line is written by global thread 0 of the peers (block 0), so it is
+            // cleared by global thread 0 here: before block 0's exit barrier, which those
+            // writers pass first. (Cleared by its `i mod threads` thread in another block, it
+            // could wipe a header that was already written.)
+            if gt == 0 {
+                put_line(header_of(c, c.me, b, s), [0; 4]);
             }
             s += 1;
         }
         b += 1;
     }
-    sync(c, exit)
+    sync(c, exit, 0)
 }
 
 /// Chunks of `bytes` payload bytes, or `None` (reported) if they do not fit a slot.
 #[inline(always)]
 unsafe fn lines_of<P: LineProto>(c: &SymCtx, bytes: u64) -> Option<u64> {
     let n = bytes.div_ceil(P::DATA);
-    if n > c.a.slot_lines as u64 {
+    if n > sym_header_line(c.a.slot_lines as u64) {
         c.bad_arg(bytes);
         return None;
     }
@@ -141,6 +307,13 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
     let nt = c.ctx.global_threads() as u64;
 
     p.begin(c.gpu_scope);
+    let checks = gt == 0 && c.n > 1;
+    if checks {
+        publish_header(c, p);
+    }
+    // The all-reduce's first own chunk, kept from the publish loop for the collect loop (a
+    // small op has one line per thread: no second load, no second address computation).
+    let mut first = [0u32; 4];
     let mut i = gt;
     while i < nlines {
         if rs {
@@ -152,7 +325,11 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
                 k += 1;
             }
         } else {
-            let line = p.encode(p.canon(chunk::load::<T>(P::DATA, send, i, bytes)));
+            let d = p.canon(chunk::load::<T>(P::DATA, send, i, bytes));
+            if i == gt {
+                first = d;
+            }
+            let line = p.encode(d);
             let mut k = 1;
             while k < c.n {
                 put_line(c.line_of(rotated(c, k), buf, c.me, i), line);
@@ -170,9 +347,19 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
         let mut q = 0;
         while q < c.n {
             let d = if q == c.me {
-                p.canon(chunk::load::<T>(P::DATA, own, i, bytes))
+                if !rs && i == gt {
+                    first
+                } else {
+                    p.canon(chunk::load::<T>(P::DATA, own, i, bytes))
+                }
             } else {
-                match wait_line(c, p, c.line_of(c.me, buf, q, i), q) {
+                let l = c.line_of(c.me, buf, q, i);
+                let got = if checks && i == gt {
+                    wait_line_and_header(c, p, l, q)
+                } else {
+                    wait_line(c, p, l, q)
+                };
+                match got {
                     Some(d) => d,
                     None => return,
                 }
@@ -198,6 +385,9 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
         chunk::store::<T>(P::DATA, recv, i, bytes, out);
         i += nt;
     }
+    if checks && nlines == 0 {
+        check_headers_alone(c, p);
+    }
 }
 
 /// The all-gather.
@@ -216,6 +406,10 @@ pub unsafe fn all_gather<T: Elem, P: LineProto>(c: &SymCtx, p: &P) {
     let nt = c.ctx.global_threads() as u64;
 
     p.begin(c.gpu_scope);
+    let checks = gt == 0 && c.n > 1;
+    if checks {
+        publish_header(c, p);
+    }
     let mut i = gt;
     while i < nlines {
         let d = p.canon(chunk::load::<T>(P::DATA, send, i, bytes));
@@ -234,12 +428,21 @@ pub unsafe fn all_gather<T: Elem, P: LineProto>(c: &SymCtx, p: &P) {
         let mut k = 1;
         while k < c.n {
             let q = rotated(c, k);
-            match wait_line(c, p, c.line_of(c.me, buf, q, i), q) {
+            let l = c.line_of(c.me, buf, q, i);
+            let got = if checks && i == gt {
+                wait_line_and_header(c, p, l, q)
+            } else {
+                wait_line(c, p, l, q)
+            };
+            match got {
                 Some(d) => chunk::store::<T>(P::DATA, recv + q as u64 * bytes, i, bytes, d),
                 None => return,
             }
             k += 1;
         }
         i += nt;
+    }
+    if checks && nlines == 0 {
+        check_headers_alone(c, p);
     }
 }

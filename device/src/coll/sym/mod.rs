@@ -99,6 +99,7 @@ use crate::arch;
 use crate::exec::ExecCtx;
 use crate::ops::{with_op, Elem, OpBody, Reduce};
 use crate::prims::epoch;
+use crate::prims::wait::error_code;
 use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
 
 /// The Simple kernels of element type `T` (every kind).
@@ -109,8 +110,11 @@ use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
 /// Simple layout; every rank launches the same grid.
 #[inline(always)]
 pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    let err = error_code(a.error);
     let at = seq_begin(ctx, a, false);
-    sym_simple_at::<T>(ctx, &at);
+    if !failed(ctx, err) {
+        sym_simple_at::<T>(ctx, &at);
+    }
     seq_end(ctx, &at);
 }
 
@@ -143,8 +147,11 @@ unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// accessed in this rank's copy).
 #[inline(always)]
 pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    let err = error_code(a.error);
     let at = seq_begin(ctx, a, true);
-    sym_ll_at::<T>(ctx, &at);
+    if !failed(ctx, err) {
+        sym_ll_at::<T>(ctx, &at);
+    }
     seq_end(ctx, &at);
 }
 
@@ -170,8 +177,11 @@ unsafe fn sym_ll_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// [`sym_lamport_init`] before its first use.
 #[inline(always)]
 pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    let err = error_code(a.error);
     let at = seq_begin(ctx, a, true);
-    sym_lamport_at::<T>(ctx, &at);
+    if !failed(ctx, err) {
+        sym_lamport_at::<T>(ctx, &at);
+    }
     seq_end(ctx, &at);
 }
 
@@ -187,6 +197,16 @@ unsafe fn sym_lamport_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     } else {
         run_mailbox::<T, LamportSplit>(&c, LamportSplit::of(a.seq));
     }
+}
+
+/// Whether an error is recorded for this rank (`err`: [`error_code`], loaded before
+/// [`seq_begin`]'s round trip so that the two loads overlap), decided once for the block:
+/// a failed communicator does no more symmetric work (sticky, like NCCL's async error and
+/// the classic kernels' `failed_before`). Its mailboxes may hold lines of the failed op (a
+/// mismatch leaves lines nobody consumed), so running on would misread them.
+#[inline(always)]
+fn failed(ctx: &ExecCtx, err: u32) -> bool {
+    ctx.sync_threads_or(err != 0)
 }
 
 /// The arguments a launch runs with: `a` as given, or, when `a.state` is set, with the

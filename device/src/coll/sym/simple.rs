@@ -17,10 +17,11 @@
 //! - reduce-scatter (pull-reduce): rank `r` loads block `r` of every rank's input, reduces,
 //!   stores into its own output.
 
-use super::barrier::sync;
+use super::barrier::{sync, sync_checked};
 use super::SymCtx;
 use crate::abi::{
-    sym_epochs, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_KIND_REDUCE_SCATTER,
+    sym_epochs, sym_fingerprint, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
+    SYM_KIND_REDUCE_SCATTER,
 };
 use crate::coll::all_reduce::two_shot_range;
 use crate::coll::reduce_copy::{reduce_copy, Addrs};
@@ -44,11 +45,13 @@ fn all_recv(c: &SymCtx, off: u64) -> Addrs {
 #[inline(always)]
 unsafe fn framed<T: Elem, O: Reduce<T>>(c: &SymCtx, op: &O, srcs: &Addrs, dsts: &Addrs, lo: u64, hi: u64) {
     let (entry, exit) = sym_epochs(c.a.seq);
-    if !sync(c, entry) {
+    let a = c.a;
+    let fp = sym_fingerprint(a.kind, a.proto, a.dtype, a.op, a.count);
+    if !sync_checked(c, entry, fp) {
         return;
     }
     reduce_copy::<T, O>(c.ctx, op, srcs, dsts, lo, hi);
-    sync(c, exit);
+    sync(c, exit, fp);
 }
 
 /// The all-reduces and the reduce-scatter with operator `O`.
