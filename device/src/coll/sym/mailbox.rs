@@ -40,6 +40,53 @@ use crate::ops::elem::{get_lane, set_lane};
 use crate::ops::{Elem, Reduce};
 use crate::prims::wait::{error_recorded, report_error, WaitError};
 
+/// The bounded part of a mailbox poll loop, shared by every line wait: back-off, and every
+/// [`arch::SPINS_PER_CHECK`] spins (every spin on the host) the abort flag, this rank's
+/// error record, and the deadline.
+#[derive(Default)]
+struct Poll {
+    spins: u32,
+    total: u32,
+    start: u64,
+}
+
+impl Poll {
+    /// After an unsuccessful spin that saw line `v` from `peer`: whether to give up (abort
+    /// or timeout recorded here naming the peer; or an error a sibling thread recorded).
+    ///
+    /// # Safety
+    /// `c.a.error` must be a valid record or 0.
+    #[inline(always)]
+    unsafe fn gave_up(&mut self, c: &SymCtx, peer: u32, v: [u32; 4]) -> bool {
+        self.spins += 1;
+        self.total = self.total.saturating_add(1);
+        arch::spin_backoff(self.total);
+        if self.spins < arch::SPINS_PER_CHECK && cfg!(target_arch = "nvptx64") {
+            return false;
+        }
+        self.spins = 0;
+        if let Err(e) = c.waiter.check_abort() {
+            c.wait_failed(peer, e);
+            return true;
+        }
+        // A sibling thread of this rank reported (a mismatch, a timeout): its error is the
+        // op's, and this line may never come.
+        if error_recorded(c.a.error) {
+            return true;
+        }
+        let now = arch::globaltimer() | 1;
+        if self.start == 0 {
+            self.start = now;
+        } else if c.waiter.timeout_ns != 0 && now.wrapping_sub(self.start) > c.waiter.timeout_ns {
+            // The last tag words seen (LL: an older tag; Lamport: the sentinel).
+            let last = (v[1] as u64) << 32 | v[3] as u64;
+            c.wait_failed(peer, WaitError::Timeout { last });
+            return true;
+        }
+        false
+    }
+}
+
 /// Poll line `l` of this rank's mailbox (written by `peer`) until it is a complete line of
 /// this op, consume it and return its payload; `None` after recording the error on abort or
 /// timeout.
@@ -63,9 +110,7 @@ unsafe fn wait_line_as<P: LineProto, const HEADER: bool>(
     l: *mut [u32; 4],
     peer: u32,
 ) -> Option<[u32; 4]> {
-    let mut spins: u32 = 0;
-    let mut total: u32 = 0;
-    let mut start: u64 = 0;
+    let mut poll = Poll::default();
     loop {
         let v = arch::load_v4_volatile(l);
         let got = if HEADER { p.decode_header(v) } else { p.decode(v) };
@@ -73,29 +118,8 @@ unsafe fn wait_line_as<P: LineProto, const HEADER: bool>(
             p.consumed(l);
             return Some(d);
         }
-        spins += 1;
-        total = total.saturating_add(1);
-        arch::spin_backoff(total);
-        if spins >= arch::SPINS_PER_CHECK || cfg!(not(target_arch = "nvptx64")) {
-            spins = 0;
-            if let Err(e) = c.waiter.check_abort() {
-                c.wait_failed(peer, e);
-                return None;
-            }
-            // A sibling thread of this rank reported (a mismatch, a timeout): its error is
-            // the op's, and this line may never come.
-            if error_recorded(c.a.error) {
-                return None;
-            }
-            let now = arch::globaltimer() | 1;
-            if start == 0 {
-                start = now;
-            } else if c.waiter.timeout_ns != 0 && now.wrapping_sub(start) > c.waiter.timeout_ns {
-                // The last tag words seen (LL: an older tag; Lamport: the sentinel).
-                let last = (v[1] as u64) << 32 | v[3] as u64;
-                c.wait_failed(peer, WaitError::Timeout { last });
-                return None;
-            }
+        if poll.gave_up(c, peer, v) {
+            return None;
         }
     }
 }
@@ -135,7 +159,8 @@ unsafe fn publish_header<P: LineProto>(c: &SymCtx, p: &P) {
 #[inline(always)]
 unsafe fn header_matches(c: &SymCtx, peer: u32, h: [u32; 4]) -> bool {
     let theirs = sym_header_fingerprint(h);
-    let ours = sym_header_fingerprint(sym_header_words(fingerprint(c)));
+    // 43 bits: the header's 48 carry it whole (the ABI tests check the round trip).
+    let ours = fingerprint(c);
     if theirs == ours {
         return true;
     }
@@ -160,9 +185,7 @@ unsafe fn wait_line_and_header<P: LineProto>(
 ) -> Option<[u32; 4]> {
     let h = header_of(c, c.me, p.buffer(), peer);
     let mut header_ok = false;
-    let mut spins: u32 = 0;
-    let mut total: u32 = 0;
-    let mut start: u64 = 0;
+    let mut poll = Poll::default();
     loop {
         let v = arch::load_v4_volatile(l);
         if !header_ok {
@@ -180,26 +203,8 @@ unsafe fn wait_line_and_header<P: LineProto>(
                 return Some(d);
             }
         }
-        spins += 1;
-        total = total.saturating_add(1);
-        arch::spin_backoff(total);
-        if spins >= arch::SPINS_PER_CHECK || cfg!(not(target_arch = "nvptx64")) {
-            spins = 0;
-            if let Err(e) = c.waiter.check_abort() {
-                c.wait_failed(peer, e);
-                return None;
-            }
-            if error_recorded(c.a.error) {
-                return None;
-            }
-            let now = arch::globaltimer() | 1;
-            if start == 0 {
-                start = now;
-            } else if c.waiter.timeout_ns != 0 && now.wrapping_sub(start) > c.waiter.timeout_ns {
-                let last = (v[1] as u64) << 32 | v[3] as u64;
-                c.wait_failed(peer, WaitError::Timeout { last });
-                return None;
-            }
+        if poll.gave_up(c, peer, v) {
+            return None;
         }
     }
 }
