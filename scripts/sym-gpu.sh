@@ -4,7 +4,8 @@
 #                scripts/sym-gpu.sh bundle      (gzips both binaries into bundle/: the carry limit is 64 MiB)
 #   run there:   scripts/sym-gpu.sh run         (logs into $OUT)
 # Steps (STEPS, default all): windows = tests/window_gpu.rs (CUDA VMM windows, multi-segment,
-# two processes passing descriptors); check = sym-check in one process, 2/3/4/8 ranks (CHECK_RANKS);
+# two processes passing descriptors); check = sym-check in one process, 2/3/4/8 ranks (CHECK_RANKS,
+# sizes CHECK_COUNTS);
 # procs = sym-check one process per rank under MPS (2, 4, 8); soak = 10,000 back-to-back
 # all-reduces per kernel on 2 and 8 ranks; latency = CUDA-graph replay per operation next to the
 # same graph with empty kernels, 8 B .. 1 MiB, 2 and 8 ranks, every kernel forced; bw = 256 MiB
@@ -35,7 +36,7 @@ run)
             tail -3 "$out/$name.log"; echo "$name $r $((SECONDS - t0))s" | tee -a "$out/summary.txt"; }
     if [[ $steps == *" windows "* ]]; then run windows /tmp/window_gpu --nocapture --test-threads=1; fi
     if [[ $steps == *" check "* ]]; then
-        run check $b sym-check --backend gpu --ranks ${CHECK_RANKS:-2,3,4,8} --counts 1,7,1000,4099,65537,1000003
+        run check $b sym-check --backend gpu --ranks ${CHECK_RANKS:-2,3,4,8} --counts ${CHECK_COUNTS:-1,7,1000,4099,65537,1000003}
     fi
     if [[ $steps == *" soak "* ]]; then
         run soak $b sym-check --backend gpu --ranks 2,8 --colls all_reduce --dtypes f32 --ops sum \

@@ -8,6 +8,8 @@ use crate::abi::{
 use crate::abi::{SymArgs, SymInitArgs, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE};
 use crate::coll::all_reduce::all_reduce;
 use crate::coll::all_reduce_ll::all_reduce_ll;
+#[cfg(target_arch = "nvptx64")]
+use crate::coll::lsa::copy_coll_with;
 use crate::coll::lsa::{copy_coll, reduce_coll};
 use crate::coll::p2p::p2p;
 use crate::coll::sym::{sym_lamport, sym_lamport_init, sym_ll, sym_simple};
@@ -49,6 +51,10 @@ pub const ALL_REDUCE_LL_KERNELS: [&str; 12] = [
 /// PTX entry name of the broadcast, all-gather, all-to-all, gather, scatter and
 /// all-gather-v kernel (a byte copy, any data type).
 pub const COPY_COLL_KERNEL: &str = "oxccl_copy_coll";
+
+/// [`COPY_COLL_KERNEL`] with streaming (`st.global.cs`) fan-out stores
+/// (`OXCCL_COPY_STORES=cs`).
+pub const COPY_COLL_CS_KERNEL: &str = "oxccl_copy_coll_cs";
 
 /// PTX entry names of the reduce and reduce-scatter kernels, indexed by [`DataType`] value.
 pub const REDUCE_COLL_KERNELS: [&str; 12] = [
@@ -191,7 +197,7 @@ pub const SYM_KERNELS: [&str; 36] = {
 /// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas): every
 /// kernel above but the Lamport init.
 pub const HOT_KERNELS: &[&str] = &{
-    let mut all = [""; 38 + 36];
+    let mut all = [""; 38 + 36 + 1];
     let mut i = 0;
     while i < 12 {
         all[i] = ALL_REDUCE_KERNELS[i];
@@ -206,6 +212,7 @@ pub const HOT_KERNELS: &[&str] = &{
     }
     all[24] = COPY_COLL_KERNEL;
     all[25] = P2P_KERNEL;
+    all[38 + 36] = COPY_COLL_CS_KERNEL;
     all
 };
 
@@ -228,6 +235,10 @@ pub enum CollKernel {
     /// Broadcast, all-gather, all-to-all, gather, scatter and all-gather-v:
     /// [`COPY_COLL_KERNEL`].
     Copy,
+    /// The same collectives with streaming fan-out stores: [`COPY_COLL_CS_KERNEL`] (the host
+    /// launches it in place of [`CollKernel::Copy`] when asked to; the CPU backend runs the
+    /// same body, where the cache policy means nothing).
+    CopyCs,
     /// Reduce and reduce-scatter of one data type: [`REDUCE_COLL_KERNELS`].
     Reduce(DataType),
 }
@@ -247,13 +258,16 @@ impl CollKernel {
     pub fn name(self) -> &'static str {
         match self {
             CollKernel::Copy => COPY_COLL_KERNEL,
+            CollKernel::CopyCs => COPY_COLL_CS_KERNEL,
             CollKernel::Reduce(dt) => REDUCE_COLL_KERNELS[dt as usize],
         }
     }
 
     /// Every kernel of this kind.
     pub fn all() -> impl Iterator<Item = CollKernel> {
-        core::iter::once(CollKernel::Copy).chain(DataType::ALL.into_iter().map(CollKernel::Reduce))
+        [CollKernel::Copy, CollKernel::CopyCs]
+            .into_iter()
+            .chain(DataType::ALL.into_iter().map(CollKernel::Reduce))
     }
 }
 
@@ -317,7 +331,7 @@ pub unsafe fn coll_dispatch(ctx: &ExecCtx, args: &CollArgs) {
         return;
     };
     match CollKernel::of(args.coll, dt) {
-        Some(CollKernel::Copy) => copy_coll(ctx, args),
+        Some(CollKernel::Copy | CollKernel::CopyCs) => copy_coll(ctx, args),
         Some(CollKernel::Reduce(DataType::I8)) => reduce_coll::<i8>(ctx, args),
         Some(CollKernel::Reduce(DataType::U8)) => reduce_coll::<u8>(ctx, args),
         Some(CollKernel::Reduce(DataType::I32)) => reduce_coll::<i32>(ctx, args),
@@ -397,6 +411,12 @@ mod gpu {
     #[no_mangle]
     pub unsafe extern "ptx-kernel" fn oxccl_copy_coll(args: CollArgs) {
         copy_coll(&ExecCtx::current(), &args)
+    }
+
+    /// [`oxccl_copy_coll`] with streaming (`st.global.cs`) fan-out stores.
+    #[no_mangle]
+    pub unsafe extern "ptx-kernel" fn oxccl_copy_coll_cs(args: CollArgs) {
+        copy_coll_with::<true>(&ExecCtx::current(), &args)
     }
 
     /// A kernel that does nothing: the host launches it in place of every kernel of an

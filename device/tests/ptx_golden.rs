@@ -142,7 +142,7 @@ fn all_reduce_kernels_use_the_protocol_instructions() {
 fn kernel_parameters_are_the_abi_structs() {
     use oxccl_device::abi::{AllReduceArgs, CollArgs};
     use oxccl_device::kernels::{
-        ALL_REDUCE_KERNELS, ALL_REDUCE_LL_KERNELS, COPY_COLL_KERNEL, REDUCE_COLL_KERNELS,
+        ALL_REDUCE_KERNELS, ALL_REDUCE_LL_KERNELS, COPY_COLL_CS_KERNEL, COPY_COLL_KERNEL, REDUCE_COLL_KERNELS,
     };
     let ptx = ptx();
     let want = |name: &str, size: usize| {
@@ -152,12 +152,36 @@ fn kernel_parameters_are_the_abi_structs() {
     for name in ALL_REDUCE_KERNELS.into_iter().chain(ALL_REDUCE_LL_KERNELS) {
         want(name, core::mem::size_of::<AllReduceArgs>());
     }
-    for name in REDUCE_COLL_KERNELS.into_iter().chain([COPY_COLL_KERNEL]) {
+    for name in REDUCE_COLL_KERNELS
+        .into_iter()
+        .chain([COPY_COLL_KERNEL, COPY_COLL_CS_KERNEL])
+    {
         want(name, core::mem::size_of::<CollArgs>());
     }
     want(
         oxccl_device::kernels::P2P_KERNEL,
         core::mem::size_of::<oxccl_device::abi::P2pArgs>(),
+    );
+}
+
+/// The copy collectives' kernel comes in two store policies: `oxccl_copy_coll` stores its
+/// payload with plain 16-byte stores only, `oxccl_copy_coll_cs` fans it out with streaming
+/// `st.global.cs` vectors (`OXCCL_COPY_STORES`).
+#[test]
+fn copy_kernels_use_their_store_policy() {
+    use oxccl_device::kernels::{COPY_COLL_CS_KERNEL, COPY_COLL_KERNEL};
+    let f = functions(&ptx());
+    let body = |k: &str| {
+        f.get(k)
+            .unwrap_or_else(|| panic!("kernel {k} missing from the PTX (regenerate ptx/)"))
+            .clone()
+    };
+    let (plain, cs) = (body(COPY_COLL_KERNEL), body(COPY_COLL_CS_KERNEL));
+    assert!(plain.contains("st.v4.u32"), "{COPY_COLL_KERNEL} lacks st.v4.u32");
+    assert!(!plain.contains(".cs."), "{COPY_COLL_KERNEL} has streaming stores");
+    assert!(
+        cs.contains("st.global.cs.v4.u32"),
+        "{COPY_COLL_CS_KERNEL} lacks st.global.cs.v4.u32"
     );
 }
 

@@ -92,6 +92,11 @@ pub const SETTINGS: &[Setting] = &[
         help: "cap on blocks per rank per collective (0 = the backend's limit)",
     },
     Setting {
+        name: "OXCCL_COPY_STORES",
+        default: "auto",
+        help: "GPU: cache policy of the payload stores of broadcast, all-gather, all-to-all, gather, scatter and all-gather-v: wb (write-back, st.global), cs (streaming, st.global.cs: evicted first) or auto (cs when the collective's data, count x size x ranks, is at least the device's L2 size, so nothing of it could stay in L2 for the next kernel anyway)",
+    },
+    Setting {
         name: "NCCL_MAX_CTAS",
         default: "0",
         help: "NCCL's name for OXCCL_MAX_BLOCKS (used when OXCCL_MAX_BLOCKS is not set)",
@@ -166,6 +171,32 @@ pub fn oneshot_max_bytes() -> u64 {
 /// `OXCCL_SYM_LL_MAX_BYTES`, rounded up to 8, at least 8.
 pub fn sym_ll_max_bytes() -> usize {
     (get_u64("OXCCL_SYM_LL_MAX_BYTES") as usize).div_ceil(8).max(1) * 8
+}
+
+/// Cache policy of the copy collectives' payload stores (`OXCCL_COPY_STORES`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyStores {
+    /// Streaming stores when the collective's data is at least the L2 size.
+    Auto,
+    /// Plain write-back stores (`st.global`).
+    WriteBack,
+    /// Streaming stores (`st.global.cs`).
+    Streaming,
+}
+
+/// `OXCCL_COPY_STORES`; another value than `auto`, `wb` or `cs` is warned about and `auto`
+/// used.
+pub fn copy_stores() -> CopyStores {
+    let v = get("OXCCL_COPY_STORES").trim().to_ascii_lowercase();
+    match v.as_str() {
+        "auto" => CopyStores::Auto,
+        "wb" => CopyStores::WriteBack,
+        "cs" => CopyStores::Streaming,
+        _ => {
+            tracing::warn!(setting = "OXCCL_COPY_STORES", value = %v, "expected auto, wb or cs, using auto");
+            CopyStores::Auto
+        }
+    }
 }
 
 /// `OXCCL_SYM` (lowercase).

@@ -150,6 +150,16 @@ pub unsafe fn store_v4(p: *mut [u32; 4], v: [u32; 4]) {
     }
 }
 
+/// The streaming-policy 16-byte store: on the host a plain [`store_v4`] (there is no cache
+/// policy to choose).
+///
+/// # Safety
+/// As [`store_v4`].
+#[inline(always)]
+pub unsafe fn store_v4_cs(p: *mut [u32; 4], v: [u32; 4]) {
+    store_v4(p, v)
+}
+
 /// 16-byte poll. Host protocols that need the 16 bytes to arrive together must not rely on
 /// this (the host has no 16-byte single-copy atomicity); the words are read last to first
 /// with acquire so that a protocol writing its tag word last sees the data with it.

@@ -222,6 +222,19 @@ pub unsafe fn store_v4(p: *mut [u32; 4], v: [u32; 4]) {
         p = in(reg64) p, options(nostack));
 }
 
+/// `st.global.cs.v4.u32`: one weak 16-byte store to global memory with the streaming
+/// ("evict first") cache policy, for payload written once and not read again by this kernel
+/// (the fan-out stores of the copy collectives, `OXCCL_COPY_STORES=cs`).
+///
+/// # Safety
+/// `p` must be a global-memory address valid for 16-byte writes and 16-byte aligned.
+#[inline(always)]
+pub unsafe fn store_v4_cs(p: *mut [u32; 4], v: [u32; 4]) {
+    asm!("st.global.cs.v4.u32 [{p}], {{{a}, {b}, {c}, {d}}};",
+        a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3],
+        p = in(reg64) p, options(nostack));
+}
+
 /// `ld.volatile.v4.u32`: a 16-byte load the compiler never splits, merges or hoists; the
 /// poll of low-latency line protocols (data and tag in one access).
 ///

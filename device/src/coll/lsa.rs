@@ -16,7 +16,7 @@ use crate::abi::{
     COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
 use crate::coll::frame::{enter, exit, report_bad_arg};
-use crate::coll::reduce_copy::reduce_copy;
+use crate::coll::reduce_copy::{reduce_copy, reduce_copy_with};
 use crate::coll::{all_gather, all_gather_v, all_to_all, broadcast, gather, reduce, reduce_scatter, scatter};
 use crate::exec::ExecCtx;
 use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Sum};
@@ -28,16 +28,27 @@ use crate::ops::{Avg, Elem, Max, Min, PreMulSum, Prod, Sum};
 /// a valid communicator; called by every thread of every block of the launch.
 #[inline(always)]
 pub unsafe fn copy_coll(ctx: &ExecCtx, a: &CollArgs) {
+    copy_coll_with::<false>(ctx, a)
+}
+
+/// [`copy_coll`] with the cache policy of its fan-out stores chosen by `CS` (see
+/// [`crate::coll::reduce_copy::reduce_copy_with`]): the kernels `oxccl_copy_coll` (`false`)
+/// and `oxccl_copy_coll_cs` (`true`).
+///
+/// # Safety
+/// As [`copy_coll`].
+#[inline(always)]
+pub unsafe fn copy_coll_with<const CS: bool>(ctx: &ExecCtx, a: &CollArgs) {
     let base = crate::prims::epoch::begin(ctx, &a.comm);
     let mut at = *a;
     at.epoch = base;
-    copy_coll_at(ctx, &at);
+    copy_coll_at::<CS>(ctx, &at);
     crate::prims::epoch::end(ctx, &a.comm, base);
 }
 
-/// The body of [`copy_coll`], on the epoch base the device keeps (`crate::prims::epoch`).
+/// The body of [`copy_coll_with`], on the epoch base the device keeps (`crate::prims::epoch`).
 #[inline(always)]
-unsafe fn copy_coll_at(ctx: &ExecCtx, a: &CollArgs) {
+unsafe fn copy_coll_at<const CS: bool>(ctx: &ExecCtx, a: &CollArgs) {
     let Some(lines) = enter(ctx, a) else {
         return;
     };
@@ -46,7 +57,7 @@ unsafe fn copy_coll_at(ctx: &ExecCtx, a: &CollArgs) {
         let mut k = 0;
         while k < all_to_all::steps(a) {
             let (src, dst, lo, hi) = all_to_all::plan(a, lines, k);
-            reduce_copy::<u8, Sum>(ctx, &Sum, &src, &dst, lo, hi);
+            reduce_copy_with::<u8, Sum, CS>(ctx, &Sum, &src, &dst, lo, hi);
             k += 1;
         }
     } else {
@@ -59,7 +70,7 @@ unsafe fn copy_coll_at(ctx: &ExecCtx, a: &CollArgs) {
             _ => None,
         };
         match plan {
-            Some((srcs, dsts, lo, hi)) => reduce_copy::<u8, Sum>(ctx, &Sum, &srcs, &dsts, lo, hi),
+            Some((srcs, dsts, lo, hi)) => reduce_copy_with::<u8, Sum, CS>(ctx, &Sum, &srcs, &dsts, lo, hi),
             None => report_bad_arg(ctx, a, a.coll),
         }
     }

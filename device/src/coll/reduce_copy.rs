@@ -172,6 +172,27 @@ pub unsafe fn reduce_copy<T: Elem, O: Reduce<T>>(
     lo: u64,
     hi: u64,
 ) {
+    reduce_copy_with::<T, O, false>(ctx, op, srcs, dsts, lo, hi)
+}
+
+/// [`reduce_copy`], choosing the cache policy of the single-source vector stores: with `CS`
+/// they are `st.global.cs` (streaming: the lines are evicted first, since nothing in the
+/// kernel reads them again), else plain write-back stores. Only the copy collectives'
+/// kernel is built both ways (`OXCCL_COPY_STORES` picks one); everything else uses
+/// [`reduce_copy`].
+///
+/// # Safety
+/// As [`reduce_copy`]; with `CS` every destination must be global memory (device memory, or
+/// host memory mapped into the device's address space).
+#[inline(always)]
+pub unsafe fn reduce_copy_with<T: Elem, O: Reduce<T>, const CS: bool>(
+    ctx: &ExecCtx,
+    op: &O,
+    srcs: &Addrs,
+    dsts: &Addrs,
+    lo: u64,
+    hi: u64,
+) {
     if hi <= lo || srcs.n == 0 {
         return;
     }
@@ -199,11 +220,12 @@ pub unsafe fn reduce_copy<T: Elem, O: Reduce<T>>(
                 let v3 = arch::load_v4((base + o3) as *const [u32; 4]);
                 let (v0, v1) = (single_vector::<T, O>(op, v0), single_vector::<T, O>(op, v1));
                 let (v2, v3) = (single_vector::<T, O>(op, v2), single_vector::<T, O>(op, v3));
+                let st = if CS { arch::store_v4_cs } else { arch::store_v4 };
                 dsts.for_each_from(0, |a| {
-                    arch::store_v4((a + o0) as *mut [u32; 4], v0);
-                    arch::store_v4((a + o1) as *mut [u32; 4], v1);
-                    arch::store_v4((a + o2) as *mut [u32; 4], v2);
-                    arch::store_v4((a + o3) as *mut [u32; 4], v3);
+                    st((a + o0) as *mut [u32; 4], v0);
+                    st((a + o1) as *mut [u32; 4], v1);
+                    st((a + o2) as *mut [u32; 4], v2);
+                    st((a + o3) as *mut [u32; 4], v3);
                 });
                 k += 4 * nt;
             }

@@ -17,6 +17,7 @@ use oxccl_device::kernels::{
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, PhysHandle, Stream, WinAlloc};
 use crate::error::{Error, Result};
+use crate::settings::CopyStores;
 use crate::sys::cuda::{self, err};
 
 /// The PTX of the device crate, as committed under `ptx/`.
@@ -31,6 +32,8 @@ pub static CUBIN_SM90: Option<&[u8]> = None;
 
 /// Multiprocessors on the device (co-residency budget for concurrent rank kernels).
 const DEFAULT_SMS: u32 = 132;
+/// L2 bytes assumed when the driver does not say (an H100's 50 MiB).
+const DEFAULT_L2_BYTES: u64 = 50 << 20;
 
 /// A CUDA stream (non-blocking: no implicit sync with the legacy default stream).
 pub struct GpuStream {
@@ -78,6 +81,8 @@ pub(super) struct DeviceState {
     /// The LL all-reduce kernels (`ALGO_LL`).
     all_reduce_ll: HashMap<DataType, usize>,
     sms: u32,
+    /// L2 cache bytes (`OXCCL_COPY_STORES=auto` streams the stores of collectives larger).
+    l2_bytes: u64,
     /// Blocks of each all-reduce kernel (the smaller of the load/store and the LL kernel's)
     /// that fit on one SM at once.
     blocks_per_sm: HashMap<DataType, u32>,
@@ -98,6 +103,8 @@ pub struct GpuBackend {
     devices: Mutex<HashMap<usize, Arc<DeviceState>>>,
     /// Launch the empty kernel in place of every kernel (see `gpu_graph`).
     pub(super) empty: std::sync::atomic::AtomicBool,
+    /// `OXCCL_COPY_STORES`: when the copy collectives run [`CollKernel::CopyCs`].
+    copy_stores: CopyStores,
 }
 
 impl std::fmt::Debug for GpuBackend {
@@ -124,7 +131,33 @@ impl GpuBackend {
             count,
             devices: Mutex::new(HashMap::new()),
             empty: std::sync::atomic::AtomicBool::new(false),
+            copy_stores: crate::settings::copy_stores(),
         })
+    }
+
+    /// The kernel launched for `kernel` with `args`: the streaming-store copy kernel in place
+    /// of the plain one under `OXCCL_COPY_STORES=cs`, or under `auto` when the collective's
+    /// data (`count` x element size x ranks: an all-gather's output, a broadcast's or
+    /// scatter's fan-out) is at least the L2 size, so that its stores could not stay in L2
+    /// for whatever runs next and only evict other lines. Measured on an H100 (8 ranks,
+    /// 256 MiB all-gather): streaming stores 911 us against 919 (`scripts/copy-stores.sh`,
+    /// `benches/results/2026-12-06-copy-stores-h100.md`).
+    fn coll_kernel(&self, st: &DeviceState, kernel: CollKernel, args: &CollArgs) -> CollKernel {
+        let stream = match self.copy_stores {
+            CopyStores::WriteBack => false,
+            CopyStores::Streaming => true,
+            CopyStores::Auto => {
+                let size = DataType::from_u32(args.dtype).map_or(0, |d| d.size()) as u64;
+                args.count
+                    .saturating_mul(size)
+                    .saturating_mul(args.comm.nranks as u64)
+                    >= st.l2_bytes
+            }
+        };
+        match kernel {
+            CollKernel::Copy if stream => CollKernel::CopyCs,
+            k => k,
+        }
     }
 
     /// A caller's stream (a `CUstream`/`cudaStream_t` of `device`'s primary context; 0 is
@@ -199,6 +232,12 @@ impl GpuBackend {
         }
         .map(|v| v as u32)
         .unwrap_or(DEFAULT_SMS);
+        // SAFETY: valid device handle.
+        let l2_bytes = unsafe {
+            result::device::get_attribute(dev, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        }
+        .map(|v| v.max(0) as u64)
+        .unwrap_or(DEFAULT_L2_BYTES);
         let occupancy = |f: usize| -> Result<u32> {
             // SAFETY: a function of the loaded module.
             let b = unsafe {
@@ -253,6 +292,7 @@ impl GpuBackend {
             all_reduce,
             all_reduce_ll,
             sms,
+            l2_bytes,
             blocks_per_sm,
             colls,
             p2p,
@@ -554,13 +594,20 @@ impl Backend for GpuBackend {
     fn launch_coll(&self, stream: &Stream, grid: Grid, kernel: CollKernel, args: &CollArgs) -> Result<()> {
         let s = gpu_stream(stream)?;
         let st = self.device(s.device)?;
-        let f = self.kernel_or_empty(&st, st.colls[&kernel].0)?;
+        let f = self.kernel_or_empty(&st, st.colls[&self.coll_kernel(&st, kernel, args)].0)?;
         // SAFETY: every collective kernel takes one by-value CollArgs (the empty one none).
         unsafe { launch_one_arg(f, grid, s, args, "cuLaunchKernel(collective)") }
     }
 
     fn max_coll_blocks_per_rank(&self, ranks_per_device: usize, kernel: CollKernel) -> u32 {
-        self.blocks_per_rank(ranks_per_device, |s| s.colls.get(&kernel).map(|k| k.1))
+        // The copy kernel's store policy is chosen per launch: size for the smaller occupancy.
+        let also = match kernel {
+            CollKernel::Copy => CollKernel::CopyCs,
+            k => k,
+        };
+        self.blocks_per_rank(ranks_per_device, |s| {
+            Some(s.colls.get(&kernel)?.1.min(s.colls.get(&also)?.1))
+        })
     }
 
     fn launch_p2p(&self, stream: &Stream, grid: Grid, args: &P2pArgs) -> Result<()> {
