@@ -361,17 +361,86 @@ unsafe impl DeviceCopy for AllReduceArgs {}
 // SAFETY: as above.
 unsafe impl DeviceCopy for CollArgs {}
 
-/// Fingerprint of a collective call: equal on every rank for matching calls.
+/// Fingerprint of a collective call: equal on every rank for matching calls, and decodable
+/// ([`FingerprintFields::of`]), so that a rank that sees a peer's fingerprint differ from its
+/// own can say what the peer called. Exact rather than hashed where it fits:
+///
+/// ```text
+///  63    60 59   56 55 53  52  51        40 39                                0
+/// +--------+-------+-----+---+------------+-----------------------------------+
+/// |  coll  | dtype | op  | P |    tag     |               count               |
+/// +--------+-------+-----+---+------------+-----------------------------------+
+/// ```
+///
+/// `coll` is the `COLL_*` id (never 0, so a fingerprint is never 0), `P` is 0 for a call.
+/// `tag` is the all-reduce's algorithm or the root of a rooted collective, and `count` the
+/// element count (an all-gather-v: the hash of its counts and displacements); each is folded
+/// (xor of its chunks) when it does not fit its field, so calls that differ only beyond the
+/// field are not told apart (that weakens mismatch detection, never correctness). A piece of
+/// a call that runs as several operations has its own fingerprint
+/// ([`piece_fingerprint`], `P` = 1).
 pub const fn fingerprint(coll: u32, count: u64, dtype: u32, op: u32, algo: u32) -> u64 {
-    // FNV-1a over the fields; collisions only weaken mismatch detection, never correctness.
-    let words = [coll as u64, count, dtype as u64, op as u64, algo as u64];
-    let mut h = FNV_OFFSET;
-    let mut i = 0;
-    while i < words.len() {
-        h = fnv1a_u64(h, words[i]);
-        i += 1;
+    ((coll as u64 & 0xF) << 60)
+        | ((dtype as u64 & 0xF) << 56)
+        | ((op as u64 & 0x7) << 53)
+        | (fold(algo as u64, 12) << 40)
+        | fold(count, 40)
+}
+
+/// The fingerprint of piece `piece` of a call whose fingerprint is `call`, with `salt` (what
+/// else the piece depends on, e.g. its algorithm): the call's collective, type and operator
+/// (so the piece still says what was called), `P` = 1, the piece index (folded to 12 bits)
+/// as the tag, and 40 bits of a hash of the call's fingerprint, the whole index and the salt
+/// as the count field.
+pub const fn piece_fingerprint(call: u64, piece: u64, salt: u64) -> u64 {
+    let mut h = fnv1a_u64(FNV_OFFSET, call);
+    h = fnv1a_u64(h, piece);
+    h = fnv1a_u64(h, salt);
+    (call & (0xFFF << 52)) | (1 << 52) | (fold(piece, 12) << 40) | (h & ((1 << 40) - 1))
+}
+
+/// `v` folded into `bits` bits: the xor of its `bits`-wide chunks.
+const fn fold(mut v: u64, bits: u32) -> u64 {
+    let mask = (1u64 << bits) - 1;
+    let mut out = 0;
+    while v != 0 {
+        out ^= v & mask;
+        v >>= bits;
     }
-    h | 1
+    out
+}
+
+/// The fields of a [`fingerprint`] or [`piece_fingerprint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FingerprintFields {
+    /// `COLL_*` id.
+    pub coll: u32,
+    /// [`DataType`] value.
+    pub dtype: u32,
+    /// [`RedOp`] value.
+    pub op: u32,
+    /// `Some(index mod 4096)` for a piece of a larger call.
+    pub piece: Option<u32>,
+    /// The algorithm or root (folded to 12 bits); 0 for a piece.
+    pub tag: u32,
+    /// The count (folded to 40 bits); for a piece, a hash.
+    pub count: u64,
+}
+
+impl FingerprintFields {
+    /// Decodes `fp`.
+    pub const fn of(fp: u64) -> Self {
+        let piece = (fp >> 52) & 1 == 1;
+        let tag = ((fp >> 40) & 0xFFF) as u32;
+        FingerprintFields {
+            coll: (fp >> 60) as u32,
+            dtype: ((fp >> 56) & 0xF) as u32,
+            op: ((fp >> 53) & 0x7) as u32,
+            piece: if piece { Some(tag) } else { None },
+            tag: if piece { 0 } else { tag },
+            count: fp & ((1 << 40) - 1),
+        }
+    }
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -435,6 +504,42 @@ pub use sym::*;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fingerprints_decode_to_the_call_and_differ_for_different_calls() {
+        let mut seen = std::collections::HashSet::new();
+        for coll in [COLL_ALL_REDUCE, COLL_BROADCAST, COLL_ALL_GATHER_V] {
+            for d in DataType::ALL {
+                for op in RedOp::ALL {
+                    for tag in [0u32, 1, 2, 4095] {
+                        for count in [0u64, 1, 7, (1 << 40) - 1] {
+                            let fp = fingerprint(coll, count, d as u32, op as u32, tag);
+                            assert_ne!(fp, 0);
+                            assert!(seen.insert(fp), "{coll} {d:?} {op:?} {tag} {count}");
+                            let f = FingerprintFields::of(fp);
+                            assert_eq!(
+                                (f.coll, f.dtype, f.op, f.piece, f.tag, f.count),
+                                (coll, d as u32, op as u32, None, tag, count)
+                            );
+                            // A piece keeps what was called and is never the call itself.
+                            let p = piece_fingerprint(fp, 5000, 9);
+                            let g = FingerprintFields::of(p);
+                            assert_eq!(
+                                (g.coll, g.dtype, g.op, g.piece),
+                                (coll, d as u32, op as u32, Some(5000 % 4096))
+                            );
+                            assert_ne!(p, fp);
+                            assert_ne!(p, piece_fingerprint(fp, 5001, 9));
+                            assert_ne!(p, piece_fingerprint(fp, 5000, 10));
+                        }
+                    }
+                }
+            }
+        }
+        // Values past a field fold rather than truncate: the high bits still count.
+        assert_ne!(fingerprint(1, 5, 7, 0, 0), fingerprint(1, 5 + (1 << 40), 7, 0, 0));
+        assert_ne!(fingerprint(2, 5, 7, 0, 1), fingerprint(2, 5, 7, 0, 1 + (1 << 12)));
+    }
 
     #[test]
     fn from_u32_matches_every_value_and_rejects_the_rest() {

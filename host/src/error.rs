@@ -69,13 +69,18 @@ pub enum Error {
     #[error("{op} on rank {rank}: communicator aborted")]
     Aborted { op: &'static str, rank: u32 },
 
-    /// Ranks called different operations in the same slot.
-    #[error("{op} on rank {rank}: rank {peer} called a different operation (its fingerprint {theirs:#018x} differs from ours: collective, count, type or operator differ)")]
+    /// Ranks called different operations in the same slot: another collective, count, data
+    /// type, operator, root or algorithm override. `ours` and `theirs` say what each called,
+    /// as far as the fingerprints keep it (`crate::coll::describe_call`).
+    #[error("{op} on rank {rank}: rank {peer} called {theirs} while rank {rank} called {ours} (mismatched collective)")]
     Mismatch {
         op: &'static str,
         rank: u32,
         peer: u32,
-        theirs: u64,
+        ours: String,
+        theirs: String,
+        /// The peer's fingerprint as its kernel published it.
+        theirs_fingerprint: u64,
     },
 
     /// Ranks called different symmetric collectives (window buffers) in the same op: another

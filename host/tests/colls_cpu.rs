@@ -107,6 +107,33 @@ fn nine_and_ten_ranks_every_collective() {
     }
 }
 
+/// Several MiB per rank for every collective (the chunking of large calls: many grid-stride
+/// rounds per thread, 16-byte vectors and an odd tail), 3 and 8 ranks, every element
+/// checked.
+#[test]
+fn several_mib_every_collective() {
+    for (n, dtype, red, count) in [
+        (3, DataType::F32, RedOp::Sum, 1_000_003),
+        (8, DataType::Bf16, RedOp::Max, 1_500_007),
+    ] {
+        let r = ranks(n);
+        for (i, coll) in Coll::ALL.into_iter().enumerate() {
+            // Blocked collectives (all-to-all, gather, scatter, all-gather(-v), reduce-scatter)
+            // hold n blocks of `count`: keep their whole buffers at several MiB too.
+            let count = if coll.is_blocked() { count / 2 } else { count };
+            let case = Case {
+                dtype,
+                red,
+                count,
+                in_place: i % 2 == 1,
+                seed: 7000 + i as u64,
+            };
+            check_coll(&r, coll, case, (i % n) as u32)
+                .unwrap_or_else(|e| panic!("{} n={n} {}: {e}", coll.name(), dtype.name()));
+        }
+    }
+}
+
 /// The collectives back to back on one communicator, mixed with all-reduces.
 #[test]
 fn mixed_sequence_on_one_communicator() {
@@ -149,11 +176,18 @@ fn different_roots_are_a_mismatch() {
         r.comms[rank].backend().synchronize(&r.streams[rank]).unwrap();
         match r.comms[rank].async_error() {
             Err(Error::Mismatch {
-                op, rank: me, peer, ..
+                op,
+                rank: me,
+                peer,
+                ours,
+                theirs,
+                ..
             }) => {
                 assert_eq!(op, "broadcast");
                 assert_eq!(me, rank as u32);
                 assert_eq!(peer, 1 - rank as u32);
+                assert_eq!(ours, format!("broadcast of 64 x f32 from root {rank}"));
+                assert_eq!(theirs, format!("broadcast of 64 x f32 from root {}", 1 - rank));
             }
             other => panic!("rank {rank}: expected a mismatch, got {other:?}"),
         }
@@ -177,13 +211,19 @@ fn different_collectives_are_a_mismatch() {
     r.comms[1]
         .reduce_in_place(&mut b1[0], 64, DataType::F32, Op::Sum, 0, &r.streams[1])
         .unwrap();
+    let calls = [
+        "broadcast of 64 x f32 from root 0",
+        "reduce of 64 x f32 with sum to root 0",
+    ];
     for rank in 0..2 {
         r.comms[rank].backend().synchronize(&r.streams[rank]).unwrap();
-        assert!(
-            matches!(r.comms[rank].async_error(), Err(Error::Mismatch { .. })),
-            "rank {rank}: {:?}",
-            r.comms[rank].async_error()
-        );
+        match r.comms[rank].async_error() {
+            Err(Error::Mismatch { ours, theirs, .. }) => {
+                assert_eq!(ours, calls[rank]);
+                assert_eq!(theirs, calls[1 - rank]);
+            }
+            other => panic!("rank {rank}: expected a mismatch, got {other:?}"),
+        }
     }
 }
 

@@ -99,9 +99,30 @@ fn mismatched_counts_are_reported_not_corrupting() {
     for rank in 0..2 {
         r.comms[rank].backend().synchronize(&r.streams[rank]).unwrap();
         match r.comms[rank].async_error() {
-            Err(Error::Mismatch { rank: me, peer, .. }) => {
+            Err(e @ Error::Mismatch { .. }) => {
+                let Error::Mismatch {
+                    rank: me,
+                    peer,
+                    ref ours,
+                    ref theirs,
+                    ..
+                } = e
+                else {
+                    unreachable!()
+                };
                 assert_eq!(me, rank as u32);
                 assert_eq!(peer, 1 - rank as u32);
+                // Each rank says what both called (the tuner picks LL for both sizes).
+                let call = |n: u32| format!("all_reduce of {n} x f32 with sum (ll)");
+                let (mine, peer_call) = if rank == 0 {
+                    (call(100), call(200))
+                } else {
+                    (call(200), call(100))
+                };
+                assert_eq!(ours, &mine, "rank {rank}: {e}");
+                assert_eq!(theirs, &peer_call, "rank {rank}: {e}");
+                let msg = e.to_string();
+                assert!(msg.contains(&mine) && msg.contains(&peer_call), "{msg}");
             }
             other => panic!(
                 "rank {rank}: expected a mismatch, got {other:?} after {:?}",

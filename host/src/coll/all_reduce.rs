@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use oxccl_device::abi::{
-    fingerprint, AllReduceArgs, DataType, Header, ALGO_LL, COLL_ALL_REDUCE, LL_FLAG_RESET,
+    fingerprint, piece_fingerprint, AllReduceArgs, DataType, Header, ALGO_LL, COLL_ALL_REDUCE, LL_FLAG_RESET,
 };
 use oxccl_device::prims::layout::ll_lines;
 use oxccl_device::prims::ll::generation_of;
@@ -154,10 +154,10 @@ impl Comm {
             let fp = if pieces == 1 {
                 call_fp
             } else {
-                fingerprint(u32::MAX, call_fp, j as u32, (j as u64 >> 32) as u32, ALGO_LL)
+                piece_fingerprint(call_fp, j as u64, ALGO_LL as u64)
             };
             let at = (off * size) as u64;
-            let epoch = self.next_epoch(OP);
+            let epoch = self.next_epoch(OP, fp);
             let generation = generation_of(epoch);
             let reset = self.ll_generation.swap(generation, Ordering::Relaxed) != generation;
             let args = AllReduceArgs {
@@ -219,7 +219,7 @@ impl Comm {
                 algo,
             )
         });
-        let epoch = self.next_epoch(OP);
+        let epoch = self.next_epoch(OP, fp);
         let args = AllReduceArgs {
             header: Header::of::<AllReduceArgs>(),
             comm: self.args(),

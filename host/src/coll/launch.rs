@@ -145,7 +145,7 @@ impl Comm {
         };
         let grid = self.coll_grid(bytes as u64, kernel);
         let (op, root) = (call.op.map_or(0, |o| o.red_op() as u32), call.root.unwrap_or(0));
-        let epoch = self.next_epoch(name);
+        let epoch = self.next_epoch(name, fp);
         let args = CollArgs {
             header: Header::of::<CollArgs>(),
             comm: self.args(),

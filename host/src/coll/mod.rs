@@ -23,6 +23,7 @@ mod reduce_scatter;
 mod scatter;
 mod staged;
 pub mod sym;
+pub mod sym_table;
 pub mod tuner;
 
 pub(crate) use staged::Staging;
@@ -204,6 +205,49 @@ pub fn coll_name(coll: u32) -> &'static str {
         COLL_ALL_GATHER_V => "all_gather_v",
         _ => "collective",
     }
+}
+
+/// What a collective fingerprint (`oxccl_device::abi::fingerprint`, or a piece's) says was
+/// called, for mismatch errors: "all_reduce of 1000 x f32 with sum (two-shot)", "broadcast of
+/// 7 x bf16 from root 3", "a piece (#2) of a larger all_reduce of f32 with sum". Roots and counts
+/// are as the fingerprint keeps them (folded when they do not fit its fields).
+pub fn describe_call(fp: u64) -> String {
+    use oxccl_device::abi::FingerprintFields;
+    let f = FingerprintFields::of(fp);
+    let coll = coll_name(f.coll);
+    if coll == "collective" {
+        return format!("an unknown operation (fingerprint {fp:#018x})");
+    }
+    let dtype = DataType::from_u32(f.dtype).map_or("an unknown type", |d| d.name());
+    let reduces = matches!(f.coll, COLL_ALL_REDUCE | COLL_REDUCE | COLL_REDUCE_SCATTER);
+    let op = if reduces {
+        format!(
+            " with {}",
+            RedOp::from_u32(f.op).map_or("an unknown operator", |o| o.name())
+        )
+    } else {
+        String::new()
+    };
+    if let Some(piece) = f.piece {
+        return format!("a piece (#{piece}) of a larger {coll} of {dtype}{op}");
+    }
+    let count = if f.coll == COLL_ALL_GATHER_V {
+        format!("counts and displacements hashed {:#012x},", f.count)
+    } else {
+        format!("{} x", f.count)
+    };
+    let tag = match f.coll {
+        COLL_ALL_REDUCE => match f.tag {
+            ALGO_ONE_SHOT => " (one-shot)".to_string(),
+            ALGO_TWO_SHOT => " (two-shot)".to_string(),
+            ALGO_LL => " (ll)".to_string(),
+            _ => " (staged)".to_string(),
+        },
+        COLL_BROADCAST | COLL_SCATTER => format!(" from root {}", f.tag),
+        COLL_REDUCE | COLL_GATHER => format!(" to root {}", f.tag),
+        _ => String::new(),
+    };
+    format!("{coll} of {count} {dtype}{op}{tag}")
 }
 
 /// nccl-tests' bus-bandwidth factor for all-reduce: `2 (n - 1) / n`.

@@ -35,8 +35,8 @@
 //! later pieces never read what earlier pieces wrote.
 
 use oxccl_device::abi::{
-    counts_hash, fingerprint, DataType, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_REDUCE, COLL_ALL_TO_ALL,
-    COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
+    counts_hash, piece_fingerprint, DataType, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_REDUCE,
+    COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
 
 use oxccl_device::abi::ALGO_ONE_SHOT;
@@ -59,7 +59,7 @@ pub(crate) struct Staging {
 
 /// The fingerprint of piece `piece` of a call whose own fingerprint is `fp`.
 fn piece_fp(fp: u64, piece: usize) -> u64 {
-    fingerprint(u32::MAX, fp, piece as u32, (piece as u64 >> 32) as u32, 0x5747)
+    piece_fingerprint(fp, piece as u64, 0x5747)
 }
 
 /// A byte offset in one of the four buffers a staged call touches on its rank.
@@ -371,7 +371,7 @@ impl Comm {
                 op,
                 // The algorithm is in the fingerprint: ranks whose overrides differ would
                 // copy different parts.
-                Some(fingerprint(u32::MAX, piece_fp(fp, j), algo, 0, 0x5748)),
+                Some(piece_fingerprint(fp, j as u64, (0x5748 << 32) | algo as u64)),
                 Some((ps, pr)),
                 stream,
             )?;

@@ -177,7 +177,7 @@ pub struct Comm {
     pub(crate) epoch: AtomicU64,
     /// The last [`OPS_REMEMBERED`] operations launched: (epoch base, name), so that a device
     /// error (which carries its epoch) names the operation that failed.
-    ops: Mutex<VecDeque<(u64, &'static str)>>,
+    ops: Mutex<VecDeque<(u64, &'static str, u64)>>,
     /// How this rank meets the others on the host (split, finalize); shared with pending
     /// splits.
     control: Arc<Control>,
@@ -509,23 +509,24 @@ impl Comm {
 
     /// Reserve the two barrier epochs of a new operation named `op`; returns the epoch base
     /// (its barriers use `base + 1` and `base + 2`).
-    pub(crate) fn next_epoch(&self, op: &'static str) -> u64 {
+    pub(crate) fn next_epoch(&self, op: &'static str, fingerprint: u64) -> u64 {
         let base = self.epoch.fetch_add(2, Ordering::Relaxed);
         let mut ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         if ops.len() == OPS_REMEMBERED {
             ops.pop_front();
         }
-        ops.push_back((base, op));
+        ops.push_back((base, op, fingerprint));
         base
     }
 
-    /// The name of the operation whose barriers use `epoch` ("collective" if forgotten).
-    fn op_at(&self, epoch: u64) -> &'static str {
+    /// The name and fingerprint of the operation whose barriers use `epoch` (("collective",
+    /// 0) if forgotten).
+    fn op_at(&self, epoch: u64) -> (&'static str, u64) {
         let ops = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         ops.iter()
             .rev()
-            .find(|(base, _)| epoch > *base && epoch <= base + 2)
-            .map_or("collective", |o| o.1)
+            .find(|(base, _, _)| epoch > *base && epoch <= base + 2)
+            .map_or(("collective", 0), |o| (o.1, o.2))
     }
 
     /// The kernel-side view of this rank.
@@ -585,7 +586,7 @@ impl Comm {
                 theirs: crate::coll::sym::describe_fingerprint(rec.detail).1,
             });
         }
-        let op = self.op_at(rec.epoch);
+        let (op, ours) = self.op_at(rec.epoch);
         match rec.code {
             ERR_NONE => Ok(()),
             ERR_TIMEOUT => Err(Error::Timeout {
@@ -596,11 +597,25 @@ impl Comm {
                 epoch: rec.epoch,
             }),
             ERR_ABORTED => Err(Error::Aborted { op, rank: self.rank }),
+            // A kernel that found an argument the host should have refused (no peer).
+            ERR_MISMATCH if rec.peer == u32::MAX => Err(Error::InvalidUsage {
+                op,
+                what: format!(
+                    "rank {}: the kernel refused value {} (an unknown collective or operator)",
+                    self.rank, rec.detail
+                ),
+            }),
             ERR_MISMATCH => Err(Error::Mismatch {
                 op,
                 rank: self.rank,
                 peer: rec.peer,
-                theirs: rec.detail,
+                ours: if ours == 0 {
+                    format!("{op} (no longer remembered)")
+                } else {
+                    crate::coll::describe_call(ours)
+                },
+                theirs: crate::coll::describe_call(rec.detail),
+                theirs_fingerprint: rec.detail,
             }),
             // u32::MAX: a record being written right now.
             _ => Ok(()),
