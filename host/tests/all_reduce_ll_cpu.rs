@@ -384,10 +384,12 @@ fn invalid_overrides_fail_init_and_set_tuning() {
     );
     assert!(e.to_string().contains("unknown protocol"), "{e}");
     let r = ll_ranks(1);
-    let e = r.comms[0].set_tuning(Some("tree"), None).unwrap_err();
+    let e = r.comms[0].set_tuning(Some("bogus"), None).unwrap_err();
     assert!(e.to_string().contains("NCCL_ALGO"), "{e}");
     // The failed call changed nothing.
     assert_eq!(r.comms[0].tuning().proto.as_deref(), Some("ll"));
+    // NCCL's own algorithm names (`tree`) are accepted and change nothing (see the tuner).
+    r.comms[0].set_tuning(Some("tree"), Some("ll")).unwrap();
     // Overrides that leave an in-process all-reduce nothing: an error naming the call.
     r.comms[0].set_tuning(Some("staged"), None).unwrap();
     let s = DeviceBuffer::alloc(r.comms[0].backend(), 0, 64).unwrap();
@@ -543,8 +545,11 @@ fn cli_tuner_table_follows_the_environment() {
         &[("NCCL_PROTO", "LL"), ("OXCCL_LL_THRESHOLD", "1024")],
     );
     assert!(ok && row(&t, "1048576").contains("direct/ll"), "{t}");
+    // NCCL's algorithm names alone (an environment set up for NCCL) change nothing.
+    let (ok, t) = oxccl(&["tuner", "--max", "256K"], &[("NCCL_ALGO", "ring,tree")]);
+    assert!(ok && row(&t, "1024").contains("direct/ll"), "{t}");
     // Invalid values: a clear error naming the variable.
-    let (ok, t) = oxccl(&["tuner"], &[("NCCL_ALGO", "ring,tree")]);
+    let (ok, t) = oxccl(&["tuner"], &[("NCCL_ALGO", "ring,rong")]);
     assert!(!ok && t.contains("invalid NCCL_ALGO"), "{t}");
     let (ok, t) = oxccl(
         &[

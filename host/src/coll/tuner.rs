@@ -28,8 +28,10 @@
 //! collective only (later entries win). Collectives: `allreduce`, `broadcast`, `reduce`,
 //! `allgather`, `reducescatter`, `alltoall`, `gather`, `scatter`, `allgatherv`. NCCL's
 //! algorithm and protocol names that oxccl does not implement (`ring`, `tree`, `nvls`,
-//! `ll128`, ...) are accepted in lists: excluding them changes nothing, allowing only them
-//! is an error. A per-collective entry must leave that collective something it implements
+//! `ll128`, ...) are accepted in lists: excluding them changes nothing, and an entry that
+//! allows only them is ignored with a warning (`NCCL_ALGO=Ring` set for NCCL keeps working:
+//! on one node ring and tree would move more bytes than direct, which reads every input
+//! byte once and writes every output byte once, see README). A per-collective entry must leave that collective something it implements
 //! (`broadcast:ll` is an error); a global entry restricts only the collectives where it
 //! leaves something (`NCCL_PROTO=ll` forces LL for the all-reduce, the others keep Simple).
 //! A call for which the overrides leave no choice on its communicator (say `allreduce:staged`
@@ -292,6 +294,17 @@ impl Overrides {
 
     fn apply_algo(&mut self, value: &str) -> Result<(), String> {
         for (coll, list) in entries(value)? {
+            if !list.exclude && list.names.iter().all(|n| NCCL_ONLY_ALGOS.contains(&n.as_str())) {
+                // NCCL_ALGO=Ring (or Tree, ...) from an environment set up for NCCL: those
+                // algorithms move more bytes than direct on one node, so oxccl keeps its own
+                // choice rather than failing (NCCL's setting is about NCCL's algorithms).
+                tracing::warn!(
+                    target: "oxccl::init",
+                    "NCCL_ALGO={value:?}: {} not an oxccl algorithm on one node; the entry is ignored (oxccl implements direct, oneshot, twoshot, staged)",
+                    list.names.join(",")
+                );
+                continue;
+            }
             let (mut d, mut one, mut two, mut st) = (false, false, false, false);
             for n in &list.names {
                 match n.as_str() {
@@ -341,6 +354,14 @@ impl Overrides {
 
     fn apply_proto(&mut self, value: &str) -> Result<(), String> {
         for (coll, list) in entries(value)? {
+            if !list.exclude && list.names.iter().all(|n| NCCL_ONLY_PROTOS.contains(&n.as_str())) {
+                tracing::warn!(
+                    target: "oxccl::init",
+                    "NCCL_PROTO={value:?}: {} not an oxccl protocol; the entry is ignored (oxccl implements ll, simple)",
+                    list.names.join(",")
+                );
+                continue;
+            }
             let (mut ll, mut simple) = (false, false);
             for n in &list.names {
                 match n.as_str() {

@@ -104,19 +104,26 @@ fn forced_protocols_and_algorithms() {
     assert_eq!(pick(call(COLL_ALL_REDUCE, 8, true), &staged).0, Algo::Staged);
     let e = choose(&call(COLL_ALL_REDUCE, 8, false), &TH, &staged).unwrap_err();
     assert!(e.contains("leave no algorithm"), "{e}");
-    // NCCL names oxccl lacks: excluding them changes nothing.
-    let x = ov(Some("^ring,tree"), Some("^LL128"));
-    assert_eq!(x.per, Overrides::default().per);
+    // NCCL names oxccl lacks: excluding them changes nothing, and an entry allowing only
+    // them is ignored (an environment set up for NCCL keeps working), also per collective.
+    for (a, p) in [
+        ("^ring,tree", "^LL128"),
+        ("Ring", "LL128"),
+        ("tree,ring;allreduce:nvls", "allreduce:ll128"),
+    ] {
+        let x = ov(Some(a), Some(p));
+        assert_eq!(x.per, Overrides::default().per, "{a} {p}");
+    }
+    // Mixed with a name oxccl implements, the oxccl name restricts as usual.
+    assert_eq!(ov(Some("ring,staged"), None).per, ov(Some("staged"), None).per);
 }
 
 #[test]
 fn invalid_values_are_errors_naming_the_setting() {
     for (algo, proto, setting, needle) in [
         (Some("rong"), None, "NCCL_ALGO", "unknown algorithm"),
-        (Some("ring"), None, "NCCL_ALGO", "does not implement"),
         (Some("^direct,staged"), None, "NCCL_ALGO", "leaves none"),
         (None, Some("ll129"), "NCCL_PROTO", "unknown protocol"),
-        (None, Some("ll128"), "NCCL_PROTO", "leaves no protocol"),
         (None, Some("^ll,simple"), "NCCL_PROTO", "leaves no protocol"),
         (None, Some("broadcast:ll"), "NCCL_PROTO", "simple only"),
         (None, Some("allredcue:ll"), "NCCL_PROTO", "unknown collective"),
