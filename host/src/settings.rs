@@ -82,6 +82,11 @@ pub const SETTINGS: &[Setting] = &[
         help: "collectives on registered windows: auto (symmetric kernels chosen by size), off (never), or force one: simple, simple-oneshot, simple-twoshot, ll, lamport",
     },
     Setting {
+        name: "OXCCL_SYM_CTAS",
+        default: "0",
+        help: "symmetric kernels: CTAs (blocks) per rank of every launch, equal on every rank (0 = the measured table that `oxccl tuner` prints; still capped by occupancy and OXCCL_MAX_BLOCKS / NCCL_MAX_CTAS)",
+    },
+    Setting {
         name: "OXCCL_STAGING_BYTES",
         default: "134217728",
         help: "communicators spanning processes: bytes of each of a rank's two staging buffers (must be equal on every rank)",
@@ -202,6 +207,11 @@ pub fn copy_stores() -> CopyStores {
 /// `OXCCL_SYM` (lowercase).
 pub fn sym_choice() -> String {
     get("OXCCL_SYM").trim().to_ascii_lowercase()
+}
+
+/// `OXCCL_SYM_CTAS` (0: the table).
+pub fn sym_ctas() -> u32 {
+    get_u64("OXCCL_SYM_CTAS").min(u32::MAX as u64) as u32
 }
 
 /// `OXCCL_STAGING_BYTES`, at least 4096.

@@ -511,32 +511,19 @@ fn tuner_table(a: &TunerArgs) -> Result<(), String> {
     let ov = cfg.overrides().map_err(|e| e.to_string())?;
     let th = tuner::Thresholds::from_settings(cfg.ll_capacity() as u64);
     print!("{}", tuner::table(&th, &ov, a.ranks, dt.size(), max));
-    // The symmetric kernels (buffers in registered windows), by payload per rank.
-    let setting = oxccl::settings::sym_choice();
-    let ll_max = oxccl::settings::sym_ll_max_bytes() as u64;
-    println!(
-        "\nsymmetric kernels (buffers in registered windows; OXCCL_SYM={setting}, OXCCL_SYM_LL_MAX_BYTES={ll_max}):"
+    // The symmetric kernels (buffers in registered windows), by payload per rank; the CTA
+    // cap as on a GPU with 132 SMs and one rank per GPU, unless --ranks share one.
+    let cap = (132 * 2 / a.ranks.max(1)).clamp(1, oxccl_device::abi::MAX_BLOCKS as u32);
+    print!(
+        "\n{}",
+        oxccl::coll::sym_table::print_table(
+            &oxccl::settings::sym_choice(),
+            oxccl::settings::sym_ll_max_bytes() as u64,
+            oxccl::settings::sym_ctas(),
+            cap,
+            max
+        )
     );
-    for (spans, what) in [(false, "one process"), (true, "across processes")] {
-        println!("{what}:");
-        println!(
-            "{:>10} {:>24} {:>24} {:>24}",
-            "bytes/rank", "all_reduce", "all_gather", "reduce_scatter"
-        );
-        let mut b = 8u64;
-        while b <= max {
-            let name =
-                |k| oxccl::coll::sym::choose(k, b, ll_max, &setting, spans).map_or("classic", |c| c.name());
-            println!(
-                "{:>10} {:>24} {:>24} {:>24}",
-                fmt_bytes(b as usize),
-                name(oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT),
-                name(oxccl_device::abi::SYM_KIND_ALL_GATHER),
-                name(oxccl_device::abi::SYM_KIND_REDUCE_SCATTER)
-            );
-            b *= 8;
-        }
-    }
     Ok(())
 }
 

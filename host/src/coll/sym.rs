@@ -15,12 +15,11 @@
 //! - the sequence slots (`SymArgs::state`): local device memory where the kernels keep the
 //!   operation count, so a launch replayed from a CUDA graph runs as the next operation.
 //!
-//! # Choice (the symmetric tuner, printed by `oxccl tuner`; `OXCCL_SYM` forces one)
-//! `auto` follows the H200 measurements: the window LL kernel up to [`AUTO_LL_MAX`] per
-//! rank; above, on a communicator in one process the classic kernels (they measured as fast
-//! or faster); across processes the classic LL kernel up to [`AUTO_ACROSS_MIN`] per rank and
-//! the Simple window kernels (two-shot all-reduce) above.
-//! `OXCCL_SYM=simple` picks one-shot up to [`ONE_SHOT_MAX`], two-shot beyond.
+//! # Choice (the symmetric tuner, printed by `oxccl tuner`; `OXCCL_SYM` forces a kernel)
+//! `auto` follows the measured table of [`super::sym_table`] (kernel and CTA count by
+//! collective, payload per rank and whether the ranks span processes); `OXCCL_SYM_CTAS`
+//! forces the CTA count. `OXCCL_SYM=simple` picks one-shot up to [`ONE_SHOT_MAX`], two-shot
+//! beyond.
 
 use std::sync::Arc;
 
@@ -39,10 +38,6 @@ use crate::window::Window;
 
 /// Largest all-reduce (bytes per rank) `OXCCL_SYM=simple` runs one-shot.
 pub const ONE_SHOT_MAX: u64 = 256 << 10;
-/// `auto`: payloads per rank up to this run the window LL kernel.
-pub const AUTO_LL_MAX: u64 = 4 << 10;
-/// `auto` across processes: payloads per rank up to this run the classic (LL) kernels.
-pub const AUTO_ACROSS_MIN: u64 = 64 << 10;
 
 /// A communicator's symmetric-kernel resources on this rank.
 pub(crate) struct SymRes {
@@ -133,15 +128,8 @@ pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str, spans: bool) 
         } else {
             SYM_KIND_ALL_REDUCE_TWO_SHOT
         })),
-        // `auto`, from the H200 measurements (benches/results/2026-12-03-sym-h200.md): up to
-        // 4 KiB the window LL kernel is the fastest (graph-replayed, 2 ranks: 3.2-3.9 us
-        // against the classic LL's 5.1 us; 8 ranks: 5.8 against 13.6); from there to 256 MiB
-        // in one process the classic kernels are as fast or faster, so they run; across
-        // processes the window kernels save the staging copies (128 MiB f32 on 2 ranks:
-        // 230 us against 357 us staged), so they run above the classic LL sizes.
-        _ if fits && payload <= AUTO_LL_MAX => Some(mailbox(SYM_PROTO_LL)),
-        _ if !spans || payload <= AUTO_ACROSS_MIN => None,
-        _ => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
+        // `auto`: the measured table (`super::sym_table`).
+        _ => super::sym_table::auto(super::sym_table::SymColl::of_kind(kind), payload, spans, fits),
     }
 }
 
@@ -166,16 +154,6 @@ pub(crate) fn describe_fingerprint(fp: u64) -> (&'static str, String) {
         format!("{coll} of {count} x {dtype} with {op} ({choice})")
     };
     (coll, what)
-}
-
-/// Blocks of a symmetric launch moving `bytes` per rank, at most `max`.
-fn blocks_for(c: SymChoice, bytes: u64, max: u32) -> u32 {
-    let per = if c.proto == SYM_PROTO_SIMPLE {
-        256 << 10
-    } else {
-        16 << 10
-    };
-    (bytes.div_ceil(per) as u32).clamp(1, max.max(1))
 }
 
 impl Comm {
@@ -339,7 +317,7 @@ impl Comm {
                 .backend
                 .max_sym_blocks_per_rank(self.group.ranks_per_device, choice.proto, dtype);
         let grid = Grid {
-            blocks: blocks_for(choice, payload, max),
+            blocks: super::sym_table::ctas(choice, payload, max, crate::settings::sym_ctas()),
             threads: self.group.backend.block_threads(),
         };
         tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), ?grid, "launch symmetric");
