@@ -419,7 +419,7 @@ pub struct FingerprintFields {
     pub dtype: u32,
     /// [`RedOp`] value.
     pub op: u32,
-    /// `Some(index mod 4096)` for a piece of a larger call.
+    /// `Some(index)` (folded to 12 bits) for a piece of a larger call.
     pub piece: Option<u32>,
     /// The algorithm or root (folded to 12 bits); 0 for a piece.
     pub tag: u32,
@@ -526,7 +526,7 @@ mod tests {
                             let g = FingerprintFields::of(p);
                             assert_eq!(
                                 (g.coll, g.dtype, g.op, g.piece),
-                                (coll, d as u32, op as u32, Some(5000 % 4096))
+                                (coll, d as u32, op as u32, Some((5000 & 0xFFF) ^ (5000 >> 12)))
                             );
                             assert_ne!(p, fp);
                             assert_ne!(p, piece_fingerprint(fp, 5001, 9));
