@@ -7,8 +7,9 @@
 # two processes passing descriptors); check = sym-check in one process, 2/3/4/8 ranks (CHECK_RANKS,
 # sizes CHECK_COUNTS);
 # procs = sym-check one process per rank under MPS (2, 4, 8); soak = 10,000 back-to-back
-# all-reduces per kernel on 2 and 8 ranks; latency = CUDA-graph replay per operation next to the
-# same graph with empty kernels, 8 B .. 1 MiB, 2 and 8 ranks, every kernel forced; bw = 256 MiB
+# all-reduces per kernel on 2 and 8 ranks (SOAK_SETTINGS), all-gathers and reduce-scatters per
+# protocol on 2; latency = CUDA-graph replay per operation next to the same graph with empty
+# kernels, 8 B .. 1 MiB, 2 and 8 ranks, every kernel forced (LATENCY_SETTINGS); bw = 256 MiB
 # on 8 ranks and 128 MiB f32 on 2 ranks (in-process and under MPS) next to a D2D copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,10 @@ bundle)
 run)
     out=${OUT:-sym-gpu-out}; mkdir -p "$out"
     export NCCL_NVLS_ENABLE=0
-    for f in oxccl window_gpu; do gunzip -c bundle/$f.gz > /tmp/$f; chmod +x /tmp/$f; done
+    # bundle/NAME as it is (unpacked by scripts/device-run.sh), else bundle/NAME.gz
+    for f in oxccl window_gpu; do
+        if [ -x bundle/$f ]; then cp bundle/$f /tmp/$f; else gunzip -c bundle/$f.gz > /tmp/$f; fi; chmod +x /tmp/$f
+    done
     b=/tmp/oxccl
     cat bundle/COMMIT
     steps=" ${STEPS:-windows check procs soak latency bw} "
@@ -40,14 +44,16 @@ run)
     fi
     if [[ $steps == *" soak "* ]]; then
         run soak $b sym-check --backend gpu --ranks 2,8 --colls all_reduce --dtypes f32 --ops sum \
-            --settings lamport,ll,simple-oneshot --counts 1024 --iters 10000
+            --settings ${SOAK_SETTINGS:-lamport,ll,lamport-twoshot,ll-twoshot,simple-oneshot,simple-twoshot} --counts 1024 --iters 10000
+        run soak-ag-rs $b sym-check --backend gpu --ranks 2 --colls all_gather,reduce_scatter --dtypes bf16 --ops sum \
+            --settings lamport,ll,simple --counts 1024 --iters 10000
     fi
     if [[ $steps == *" latency "* ]]; then
-        for n in 2 8; do for s in auto lamport ll simple-oneshot; do
+        for n in 2 8; do for s in ${LATENCY_SETTINGS:-auto lamport ll lamport-twoshot ll-twoshot simple-oneshot}; do
             OXCCL_SYM=$s run latency-$n-$s $b perf --backend gpu --window --ranks $n --dtype f32 --op sum \
-                --min 8 --max 1M --step 8 --graph 20
+                --min 8 --max 1M --step 2 --graph 20
         done; done
-        run latency-2-classic $b perf --backend gpu --ranks 2 --dtype f32 --op sum --min 8 --max 1M --step 8 --graph 20
+        run latency-2-classic $b perf --backend gpu --ranks 2 --dtype f32 --op sum --min 8 --max 1M --step 2 --graph 20
     fi
     if [[ $steps == *" bw "* ]]; then
         for c in all_reduce all_gather reduce_scatter; do

@@ -65,10 +65,12 @@ run)
     # should the library's PTX be JIT-compiled (no cubin embedded), keep the result for the later processes
     export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
     py=${PYTHON:-python3}
-    [ -f bundle/libnccl.so.2.gz ] || { say "bundle/libnccl.so.2.gz missing: run 'scripts/torch-check.sh bundle' and carry bundle/"; exit 2; }
     libdir=/tmp/oxccl-lib
     mkdir -p $libdir
-    gunzip -c bundle/libnccl.so.2.gz > $libdir/libnccl.so.2
+    # bundle/libnccl.so.2 as it is (unpacked by scripts/device-run.sh), else the .gz
+    if [ -f bundle/libnccl.so.2 ]; then cp bundle/libnccl.so.2 $libdir/libnccl.so.2
+    elif [ -f bundle/libnccl.so.2.gz ]; then gunzip -c bundle/libnccl.so.2.gz > $libdir/libnccl.so.2
+    else say "bundle/libnccl.so.2(.gz) missing: run 'scripts/torch-check.sh bundle' and carry bundle/"; exit 2; fi
     ln -sf libnccl.so.2 $libdir/libnccl.so
     export OXCCL_LIB=$libdir/libnccl.so.2
     say "=== torch-check $(date -u +%FT%TZ); bundle: $(tr '\n' ' ' < bundle/LIBNCCL_COMMIT 2>/dev/null || echo '?')"
