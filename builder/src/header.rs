@@ -275,6 +275,8 @@ fn structs() -> Vec<CStruct> {
                 field!(DevCommRequirements, "uint32_t", barrier_count, u32),
                 field!(DevCommRequirements, "uint32_t", gin_signal_count, u32),
                 field!(DevCommRequirements, "uint32_t", gin_counter_count, u32),
+                field!(DevCommRequirements, "uint32_t", lsa_multimem, u32),
+                field!(DevCommRequirements, "uint32_t", reserved, u32),
             ],
         },
         CStruct {
@@ -470,7 +472,7 @@ pub fn generate() -> Result<String> {
     let _ = writeln!(
         w,
         "/* Initializer of OxcclDevCommRequirements for nothing (NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER). */\n\
-         #define OXCCL_DEV_COMM_REQUIREMENTS_INITIALIZER \\\n  {{ sizeof(OxcclDevCommRequirements), OXCCL_DEV_COMM_REQUIREMENTS_MAGIC, OXCCL_DEVICE_API_VERSION, 0, 0, 0, 0, 0 }}\n"
+         #define OXCCL_DEV_COMM_REQUIREMENTS_INITIALIZER \\\n  {{ sizeof(OxcclDevCommRequirements), OXCCL_DEV_COMM_REQUIREMENTS_MAGIC, OXCCL_DEVICE_API_VERSION, 0, 0, 0, 0, 0, 0, 0 }}\n"
     );
     let _ = writeln!(w, "#if defined(__CUDACC__)\n#define OXCCL_DEVICE_FN __device__\n#else\n#define OXCCL_DEVICE_FN\n#endif\n");
     let _ = writeln!(
@@ -528,7 +530,7 @@ mod tests {
         for name in EXPORTED {
             assert!(h.contains(&format!(" {name}(")), "{name} not declared");
         }
-        assert!(h.contains("#define OXCCL_DEVICE_API_VERSION 1u"), "{h}");
+        assert!(h.contains("#define OXCCL_DEVICE_API_VERSION 2u"), "{h}");
         assert!(
             h.contains("OXCCL_STATIC_ASSERT(sizeof(OxcclDevComm) == 112"),
             "{h}"

@@ -551,6 +551,27 @@ fn device_communicator_requirements_errors() {
         let h = c.dev_comm_create_from_bytes(&big).unwrap();
         assert_eq!(h.dev_comm().lsa_barrier_offset, 256);
         c.dev_comm_destroy(h).unwrap();
+        // A caller built against version 1 (40 bytes, before lsa_multimem) keeps working.
+        let mut v1 = [0u8; 40];
+        v1[0..8].copy_from_slice(&40u64.to_le_bytes());
+        v1[8..12].copy_from_slice(&r.magic.to_le_bytes());
+        v1[12..16].copy_from_slice(&1u32.to_le_bytes());
+        v1[16..24].copy_from_slice(&512u64.to_le_bytes());
+        v1[24..28].copy_from_slice(&1u32.to_le_bytes());
+        let h = c.dev_comm_create_from_bytes(&v1).unwrap();
+        assert_eq!(
+            (h.dev_comm().lsa_barrier_offset, h.dev_comm().lsa_barrier_count),
+            (512, 1)
+        );
+        c.dev_comm_destroy(h).unwrap();
+        // Multimem (version 2's lsa_multimem) is refused: no multicast object here.
+        let mut mm = DevCommRequirements::new();
+        mm.lsa_multimem = 1;
+        let mm = c.dev_comm_create(&mm).unwrap_err();
+        assert!(
+            matches!(mm, Error::Unsupported { .. }) && mm.to_string().contains("multimem"),
+            "{mm}"
+        );
         // Ranks asking for different requirements all fail.
         let mut mine = DevCommRequirements::new();
         mine.resource_bytes = 128 * (1 + c.rank() as u64);

@@ -12,8 +12,21 @@ use rustacuda_core::DeviceCopy;
 
 use crate::abi::Header;
 
-/// Version of the Device API layouts in this module.
-pub const DEVICE_API_VERSION: u32 = 1;
+/// Version of the Device API layouts in this module (and of the `header` of [`DevComm`] and
+/// [`WindowDesc`], [`device_api_header`]). History:
+/// - 1: first layouts;
+/// - 2: [`DevCommRequirements::lsa_multimem`] appended (48 bytes; NCCL's `lsaMultimem`).
+pub const DEVICE_API_VERSION: u32 = 2;
+
+/// The header of a Device API struct `T` written by this build: its size and
+/// [`DEVICE_API_VERSION`] (a kernel can test `header.version` before it reads a field that
+/// a later version appended).
+pub const fn device_api_header<T>() -> Header {
+    Header {
+        size: core::mem::size_of::<T>() as u32,
+        version: DEVICE_API_VERSION,
+    }
+}
 
 /// `DevCommRequirements::magic` (NCCL's value for `ncclDevCommRequirements`).
 pub const DEV_COMM_REQUIREMENTS_MAGIC: u32 = 0xcafe_beef;
@@ -69,6 +82,11 @@ pub struct DevCommRequirements {
     /// GIN signals and counters: must be 0 without GIN.
     pub gin_signal_count: u32,
     pub gin_counter_count: u32,
+    /// Version 2: multimem pointers for the LSA team (NCCL's `lsaMultimem`): must be 0 here,
+    /// where no multicast object is ever made (`query_properties` says multimem: false).
+    pub lsa_multimem: u32,
+    /// Version 2: reserved, 0.
+    pub reserved: u32,
 }
 
 impl DevCommRequirements {
@@ -83,6 +101,8 @@ impl DevCommRequirements {
             barrier_count: 0,
             gin_signal_count: 0,
             gin_counter_count: 0,
+            lsa_multimem: 0,
+            reserved: 0,
         }
     }
 }
@@ -106,7 +126,7 @@ pub enum LayoutError {
 }
 
 /// Bytes of the `DevCommRequirements` layout of each version (index = version).
-const REQ_SIZES: [u64; 2] = [0, core::mem::size_of::<DevCommRequirements>() as u64];
+pub const REQ_SIZES: [u64; 3] = [0, 40, core::mem::size_of::<DevCommRequirements>() as u64];
 
 /// Read a caller's requirements from its bytes (`bytes` holds at least what its `size`
 /// says), by the caller's own size and version: an older caller's missing fields are 0.
@@ -139,7 +159,7 @@ pub fn parse_requirements(bytes: &[u8]) -> Result<DevCommRequirements, LayoutErr
     if version == 0 || size < REQ_SIZES[version as usize] || (size as usize) > bytes.len() {
         return Err(LayoutError::BadSize { size });
     }
-    // Fields beyond the caller's size read as 0 (none yet: version 1 is the first).
+    // Fields beyond the caller's size read as 0 (a version 1 caller's `lsa_multimem`).
     let n = size as usize;
     let field32 = |o: usize| if o + 4 <= n { u32_at(o) } else { 0 };
     let field64 = |o: usize| if o + 8 <= n { u64_at(o) } else { 0 };
@@ -152,6 +172,8 @@ pub fn parse_requirements(bytes: &[u8]) -> Result<DevCommRequirements, LayoutErr
         barrier_count: field32(28),
         gin_signal_count: field32(32),
         gin_counter_count: field32(36),
+        lsa_multimem: field32(40),
+        reserved: field32(44),
     })
 }
 
@@ -187,7 +209,7 @@ impl Default for WindowDesc {
     /// An empty window (no buffer), headed by this build's layout.
     fn default() -> Self {
         WindowDesc {
-            header: Header::of::<WindowDesc>(),
+            header: device_api_header::<WindowDesc>(),
             local: 0,
             stride: 0,
             size: 0,
@@ -203,7 +225,7 @@ impl Default for DevComm {
     /// A device communicator of nothing, headed by this build's layout.
     fn default() -> Self {
         DevComm {
-            header: Header::of::<DevComm>(),
+            header: device_api_header::<DevComm>(),
             rank: 0,
             nranks: 0,
             lsa_rank: 0,
@@ -232,7 +254,8 @@ const _: () = {
     use core::mem::{align_of, offset_of, size_of};
     assert!(size_of::<WindowDesc>() == 48 && align_of::<WindowDesc>() == 8);
     assert!(offset_of!(WindowDesc, local) == 8 && offset_of!(WindowDesc, rank) == 32);
-    assert!(size_of::<DevCommRequirements>() == 40);
+    assert!(size_of::<DevCommRequirements>() == 48);
+    assert!(offset_of!(DevCommRequirements, lsa_multimem) == 40);
     assert!(offset_of!(DevCommRequirements, resource_bytes) == 16);
     assert!(offset_of!(DevCommRequirements, gin_counter_count) == 36);
     assert!(size_of::<DevComm>() == 112 && align_of::<DevComm>() == 8);
@@ -254,8 +277,8 @@ unsafe impl DeviceCopy for Team {}
 mod tests {
     use super::*;
 
-    fn bytes_of(r: &DevCommRequirements) -> [u8; 40] {
-        let mut b = [0u8; 40];
+    fn bytes_of(r: &DevCommRequirements) -> [u8; 48] {
+        let mut b = [0u8; 48];
         b[0..8].copy_from_slice(&r.size.to_le_bytes());
         b[8..12].copy_from_slice(&r.magic.to_le_bytes());
         b[12..16].copy_from_slice(&r.version.to_le_bytes());
@@ -264,7 +287,45 @@ mod tests {
         b[28..32].copy_from_slice(&r.barrier_count.to_le_bytes());
         b[32..36].copy_from_slice(&r.gin_signal_count.to_le_bytes());
         b[36..40].copy_from_slice(&r.gin_counter_count.to_le_bytes());
+        b[40..44].copy_from_slice(&r.lsa_multimem.to_le_bytes());
+        b[44..48].copy_from_slice(&r.reserved.to_le_bytes());
         b
+    }
+
+    /// A caller built against version 1 (40 bytes, no `lsa_multimem`) keeps working: its
+    /// fields are read, the appended ones take their defaults; a version 1 header claiming
+    /// fewer bytes than version 1 had is refused.
+    #[test]
+    fn version_1_callers_keep_working() {
+        let mut r = DevCommRequirements::new();
+        r.resource_bytes = 4096;
+        r.lsa_barrier_count = 2;
+        r.lsa_multimem = 7; // beyond a version 1 caller's struct: must not be read
+        let mut v1 = bytes_of(&r)[..40].to_vec();
+        v1[0..8].copy_from_slice(&40u64.to_le_bytes());
+        v1[12..16].copy_from_slice(&1u32.to_le_bytes());
+        let p = parse_requirements(&v1).unwrap();
+        assert_eq!(
+            (p.version, p.size, p.resource_bytes, p.lsa_barrier_count),
+            (1, 40, 4096, 2)
+        );
+        assert_eq!((p.lsa_multimem, p.reserved), (0, 0));
+        // The same 40 bytes followed by garbage the caller does not own: still not read.
+        let mut padded = v1.clone();
+        padded.extend_from_slice(&[0xff; 8]);
+        assert_eq!(parse_requirements(&padded).unwrap().lsa_multimem, 0);
+        let mut short = v1.clone();
+        short[0..8].copy_from_slice(&36u64.to_le_bytes());
+        assert_eq!(parse_requirements(&short), Err(LayoutError::BadSize { size: 36 }));
+        // A version 2 caller of 40 bytes is refused (it claims a field it does not have).
+        let mut v2short = v1;
+        v2short[12..16].copy_from_slice(&2u32.to_le_bytes());
+        assert_eq!(
+            parse_requirements(&v2short),
+            Err(LayoutError::BadSize { size: 40 })
+        );
+        // Version 2 reads the appended field.
+        assert_eq!(parse_requirements(&bytes_of(&r)).unwrap().lsa_multimem, 7);
     }
 
     #[test]
@@ -296,7 +357,7 @@ mod tests {
         );
         // A newer caller's larger struct with a supported version is read by its prefix.
         let mut big = [0u8; 64];
-        big[..40].copy_from_slice(&bytes_of(&r));
+        big[..48].copy_from_slice(&bytes_of(&r));
         big[0..8].copy_from_slice(&64u64.to_le_bytes());
         assert_eq!(parse_requirements(&big).map(|p| p.resource_bytes), Ok(1 << 20));
     }

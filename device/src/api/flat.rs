@@ -86,7 +86,7 @@ impl FlatLayout {
 }
 
 const WINDOW_DEFAULT: WindowDesc = WindowDesc {
-    header: crate::abi::Header::of::<WindowDesc>(),
+    header: super::abi::device_api_header::<WindowDesc>(),
     local: 0,
     stride: 0,
     size: 0,
@@ -97,7 +97,7 @@ const WINDOW_DEFAULT: WindowDesc = WindowDesc {
 };
 
 const DEV_COMM_DEFAULT: DevComm = DevComm {
-    header: crate::abi::Header::of::<DevComm>(),
+    header: super::abi::device_api_header::<DevComm>(),
     rank: 0,
     nranks: 0,
     lsa_rank: 0,

@@ -17,8 +17,7 @@
 
 use std::sync::Arc;
 
-use oxccl_device::abi::Header;
-use oxccl_device::api::abi::{parse_requirements, LayoutError, DEVICE_API_VERSION};
+use oxccl_device::api::abi::{device_api_header, parse_requirements, LayoutError, DEVICE_API_VERSION};
 
 use super::{registry, DevComm, DevCommRequirements, Window, GIN_TYPE_NONE, WIN_COLL_SYMMETRIC};
 use crate::backend::Backend;
@@ -140,10 +139,11 @@ fn layout_error(e: LayoutError) -> String {
     }
 }
 
-/// The bytes of `r` as the C layout has them.
-fn requirement_bytes(r: &DevCommRequirements) -> [u8; 40] {
-    let mut b = [0u8; 40];
-    b[0..8].copy_from_slice(&r.size.min(40).to_le_bytes());
+/// The bytes of `r` as the C layout has them (as many as its `size` says, at most this
+/// build's layout).
+fn requirement_bytes(r: &DevCommRequirements) -> Vec<u8> {
+    let mut b = vec![0u8; 48];
+    b[0..8].copy_from_slice(&r.size.min(48).to_le_bytes());
     b[8..12].copy_from_slice(&r.magic.to_le_bytes());
     b[12..16].copy_from_slice(&r.version.to_le_bytes());
     b[16..24].copy_from_slice(&r.resource_bytes.to_le_bytes());
@@ -151,6 +151,9 @@ fn requirement_bytes(r: &DevCommRequirements) -> [u8; 40] {
     b[28..32].copy_from_slice(&r.barrier_count.to_le_bytes());
     b[32..36].copy_from_slice(&r.gin_signal_count.to_le_bytes());
     b[36..40].copy_from_slice(&r.gin_counter_count.to_le_bytes());
+    b[40..44].copy_from_slice(&r.lsa_multimem.to_le_bytes());
+    b[44..48].copy_from_slice(&r.reserved.to_le_bytes());
+    b.truncate((r.size as usize).clamp(16, 48));
     b
 }
 
@@ -196,6 +199,13 @@ impl Comm {
                 rank,
                 what: layout_error(e),
             })?;
+            if r.lsa_multimem != 0 {
+                return Err(Error::Unsupported {
+                    op: OP,
+                    rank,
+                    what: "multimem pointers asked (lsa_multimem) but this build never creates a multicast object (query_properties: multimem_support false)".into(),
+                });
+            }
             if r.barrier_count > 0 || r.gin_signal_count > 0 || r.gin_counter_count > 0 {
                 return Err(Error::Unsupported {
                     op: OP,
@@ -278,7 +288,7 @@ impl Comm {
             }
         };
         let dev = DevComm {
-            header: Header::of::<DevComm>(),
+            header: device_api_header::<DevComm>(),
             rank,
             nranks: self.count(),
             lsa_rank: rank,

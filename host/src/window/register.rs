@@ -4,7 +4,7 @@ use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use oxccl_device::abi::Header;
+use oxccl_device::api::abi::device_api_header;
 
 use super::layout::{self, Flat, PieceInfo, RankInfo};
 use super::mapping::Mapping;
@@ -334,7 +334,7 @@ pub(super) fn register(comm: &Comm, op: &'static str, segs: &[(u64, usize)], fla
         });
     }
     let desc = WindowDesc {
-        header: Header::of::<WindowDesc>(),
+        header: device_api_header::<WindowDesc>(),
         local: mapping.base + rank as u64 * flat.stride + flat.byte0,
         stride: flat.stride,
         size: infos[rank as usize].size,
