@@ -232,6 +232,22 @@ struct List {
     names: Vec<String>,
 }
 
+impl List {
+    /// Whether the list allows only names of `nccl_only` (NCCL's algorithms or protocols that
+    /// oxccl lacks); warns, naming `setting` = `value` and what oxccl `implements`, if so.
+    fn only_nccl(&self, nccl_only: &[&str], setting: &str, value: &str, implements: &str) -> bool {
+        let only = !self.exclude && self.names.iter().all(|n| nccl_only.contains(&n.as_str()));
+        if only {
+            tracing::warn!(
+                target: "oxccl::init",
+                "{setting}={value:?}: {} not implemented by oxccl on one node; the entry is ignored (oxccl implements {implements})",
+                self.names.join(",")
+            );
+        }
+        only
+    }
+}
+
 fn parse_list(text: &str) -> Result<List, String> {
     let t = text.trim();
     let (exclude, body) = match t.strip_prefix('^') {
@@ -294,15 +310,15 @@ impl Overrides {
 
     fn apply_algo(&mut self, value: &str) -> Result<(), String> {
         for (coll, list) in entries(value)? {
-            if !list.exclude && list.names.iter().all(|n| NCCL_ONLY_ALGOS.contains(&n.as_str())) {
-                // NCCL_ALGO=Ring (or Tree, ...) from an environment set up for NCCL: those
-                // algorithms move more bytes than direct on one node, so oxccl keeps its own
-                // choice rather than failing (NCCL's setting is about NCCL's algorithms).
-                tracing::warn!(
-                    target: "oxccl::init",
-                    "NCCL_ALGO={value:?}: {} not an oxccl algorithm on one node; the entry is ignored (oxccl implements direct, oneshot, twoshot, staged)",
-                    list.names.join(",")
-                );
+            // NCCL_ALGO=Ring (or Tree, ...) from an environment set up for NCCL: those
+            // algorithms move more bytes than direct on one node, so oxccl keeps its own
+            // choice rather than failing (NCCL's setting is about NCCL's algorithms).
+            if list.only_nccl(
+                NCCL_ONLY_ALGOS,
+                "NCCL_ALGO",
+                value,
+                "direct, oneshot, twoshot, staged",
+            ) {
                 continue;
             }
             let (mut d, mut one, mut two, mut st) = (false, false, false, false);
@@ -354,12 +370,7 @@ impl Overrides {
 
     fn apply_proto(&mut self, value: &str) -> Result<(), String> {
         for (coll, list) in entries(value)? {
-            if !list.exclude && list.names.iter().all(|n| NCCL_ONLY_PROTOS.contains(&n.as_str())) {
-                tracing::warn!(
-                    target: "oxccl::init",
-                    "NCCL_PROTO={value:?}: {} not an oxccl protocol; the entry is ignored (oxccl implements ll, simple)",
-                    list.names.join(",")
-                );
+            if list.only_nccl(NCCL_ONLY_PROTOS, "NCCL_PROTO", value, "ll, simple") {
                 continue;
             }
             let (mut ll, mut simple) = (false, false);
