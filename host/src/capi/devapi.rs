@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 
 use oxccl_device::api::abi::DevComm;
 
-use super::error::{put, set_last, CError};
+use super::error::{guard_value, put, set_last, CError};
 use super::group;
 use super::handle::{CComm, CWin};
 use super::init::NcclComm;
@@ -258,12 +258,35 @@ team_fn!(
     }
 );
 
-/// World rank of rank `r` of `team` (as seen from this rank): `rank + (r - team.rank) * stride`.
+/// `base + (r - team.rank) * team.stride` in checked arithmetic; `None` on overflow.
+fn team_rank_to(base: c_int, team: NcclTeam, r: c_int) -> Option<c_int> {
+    r.checked_sub(team.rank)?
+        .checked_mul(team.stride)?
+        .checked_add(base)
+}
+
+/// World rank of rank `r` of `team` (as seen from this rank): `rank + (r - team.rank) *
+/// stride`; -1 (with the last error saying why) for a bad communicator or a team whose
+/// arithmetic overflows `int`.
 #[no_mangle]
 pub unsafe extern "C" fn ncclTeamRankToWorld(comm: NcclComm, team: NcclTeam, r: c_int) -> c_int {
-    // SAFETY: no pointer is read but the handle's table key.
-    let me = unsafe { ncclTeamWorld(comm) }.rank;
-    me + (r - team.rank) * team.stride
+    const OP: &str = "ncclTeamRankToWorld";
+    guard_value(OP, -1, || {
+        let me = match CComm::get(OP, super::key(comm)).and_then(|c| c.comm(OP)) {
+            Ok(c) => c.rank() as c_int,
+            Err(e) => {
+                set_last(&e.message);
+                return -1;
+            }
+        };
+        team_rank_to(me, team, r).unwrap_or_else(|| {
+            set_last(&format!(
+                "{OP}: rank {r} of team {{nRanks {}, rank {}, stride {}}} from world rank {me} overflows int",
+                team.n_ranks, team.rank, team.stride
+            ));
+            -1
+        })
+    })
 }
 
 /// `ncclTeamRankToWorld` under its profiling name.
@@ -273,11 +296,28 @@ pub unsafe extern "C" fn pncclTeamRankToWorld(comm: NcclComm, team: NcclTeam, r:
     unsafe { ncclTeamRankToWorld(comm, team, r) }
 }
 
-/// LSA rank of rank `r` of `team` (every rank is in the one LSA team here).
+/// LSA rank of rank `r` of `team`: `lsaRank + (r - team.rank) * stride` (every rank is in
+/// the one LSA team here, so the LSA rank is the world rank); -1 as for
+/// `ncclTeamRankToWorld`.
 #[no_mangle]
 pub unsafe extern "C" fn ncclTeamRankToLsa(comm: NcclComm, team: NcclTeam, r: c_int) -> c_int {
-    // SAFETY: as above.
-    unsafe { ncclTeamRankToWorld(comm, team, r) }
+    const OP: &str = "ncclTeamRankToLsa";
+    guard_value(OP, -1, || {
+        let me = match CComm::get(OP, super::key(comm)).and_then(|c| c.comm(OP)) {
+            Ok(c) => c.rank() as c_int,
+            Err(e) => {
+                set_last(&e.message);
+                return -1;
+            }
+        };
+        team_rank_to(me, team, r).unwrap_or_else(|| {
+            set_last(&format!(
+                "{OP}: rank {r} of team {{nRanks {}, rank {}, stride {}}} from LSA rank {me} overflows int",
+                team.n_ranks, team.rank, team.stride
+            ));
+            -1
+        })
+    })
 }
 
 /// `ncclTeamRankToLsa` under its profiling name.

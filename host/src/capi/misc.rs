@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use super::coll::CudaStream;
-use super::error::{last_ptr, put, CError};
+use super::error::{guard_value, last_ptr, put, CError};
 use super::group;
 use super::handle::CComm;
 use super::init::NcclComm;
@@ -23,7 +23,9 @@ api! {
 /// A static string for each result code.
 #[no_mangle]
 pub extern "C" fn ncclGetErrorString(result: NcclResult) -> *const c_char {
-    error_string(result).as_ptr()
+    guard_value("ncclGetErrorString", c"unknown result code".as_ptr(), || {
+        error_string(result).as_ptr()
+    })
 }
 
 /// `ncclGetErrorString` under its profiling name.
@@ -37,7 +39,7 @@ pub extern "C" fn pncclGetErrorString(result: NcclResult) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn ncclGetLastError(comm: NcclComm) -> *const c_char {
     let _ = comm;
-    last_ptr()
+    guard_value("ncclGetLastError", c"".as_ptr(), last_ptr)
 }
 
 /// `ncclGetLastError` under its profiling name.
@@ -46,13 +48,24 @@ pub extern "C" fn pncclGetLastError(comm: NcclComm) -> *const c_char {
     ncclGetLastError(comm)
 }
 
-/// Logging reads `NCCL_DEBUG`/`OXCCL_LOG` once per process; there is nothing to reset.
+/// Re-reads `NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS` (and `RUST_LOG`, which wins) and applies them
+/// to oxccl's log filter from now on, as NCCL re-reads its debug settings. When another
+/// `tracing` subscriber owns the process (one installed before oxccl's first call), its
+/// filter is left alone.
 #[no_mangle]
-pub extern "C" fn ncclResetDebugInit() {}
+pub extern "C" fn ncclResetDebugInit() {
+    guard_value("ncclResetDebugInit", (), || {
+        if !crate::logging::reload() {
+            tracing::debug!(target: "oxccl::capi", "ncclResetDebugInit: logging is not oxccl's; nothing reloaded");
+        }
+    })
+}
 
 /// `ncclResetDebugInit` under its profiling name.
 #[no_mangle]
-pub extern "C" fn pncclResetDebugInit() {}
+pub extern "C" fn pncclResetDebugInit() {
+    ncclResetDebugInit()
+}
 
 api! {
     fn ncclGroupStart / pncclGroupStart() {
