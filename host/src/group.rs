@@ -182,7 +182,7 @@ fn launch_rank(st: &P2pState, stream: &Stream, ops: &[(Posted, u64)]) -> Result<
         lim.lane_bytes = LANE_BYTES_CPU;
         lim.max_lanes = crate::settings::cpu_blocks().min(P2P_MAX_LANES);
     }
-    let cap = crate::settings::max_blocks();
+    let cap = st.group.config.max_blocks;
     if cap > 0 {
         lim.max_blocks = lim.max_blocks.min(cap.max(2));
         lim.max_ops = lim.max_ops.min(lim.max_blocks as usize);

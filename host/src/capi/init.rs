@@ -20,11 +20,25 @@ pub type NcclComm = *mut c_void;
 /// Roots of ids made here: each serves its rendezvous until it completes or times out.
 static ROOTS: Mutex<Vec<Root>> = Mutex::new(Vec::new());
 
+/// oxccl's [`Config`] for a caller's parsed `ncclConfig_t`: the defaults with the fields the
+/// caller set (`blocking`, `commName`, `minCTAs`, `maxCTAs`; `NCCL_MAX_CTAS` /
+/// `OXCCL_MAX_BLOCKS` in the environment win over `maxCTAs`, as NCCL's environment wins
+/// over its config). `splitShare`, `shrinkShare` and the fields without an oxccl meaning
+/// change nothing (README, C ABI section).
 fn config_for(parsed: &ParsedConfig) -> Config {
     let mut c = Config::default();
     if let Some(b) = parsed.blocking {
         c.blocking = b;
     }
+    if let Some(m) = parsed.max_ctas {
+        if crate::settings::max_blocks() == 0 {
+            c.max_blocks = m;
+        }
+    }
+    if let Some(m) = parsed.min_ctas {
+        c.min_blocks = m;
+    }
+    c.name = parsed.name.clone();
     c
 }
 
@@ -66,8 +80,9 @@ unsafe fn init_rank(
     let (n, r) = (nranks as u32, rank as u32);
     tracing::info!(
         target: "oxccl::capi",
-        "{op}: rank {r} of {n} on device {device}, {}",
-        if blocking { "blocking" } else { "non-blocking" }
+        "{op}: rank {r} of {n} on device {device}, {}{}",
+        if blocking { "blocking" } else { "non-blocking" },
+        parsed.name.as_deref().map(|n| format!(", communicator \"{n}\"")).unwrap_or_default()
     );
     if group::in_group() || !blocking {
         config.blocking = false;
@@ -218,6 +233,8 @@ api! {
             Some(config_for(&unsafe { parse_config(OP, config) }?))
         };
         let blocking = cfg.as_ref().unwrap_or(parent.config()).blocking;
+        // The child's name: the config's commName, or the parent's with a NULL config.
+        let name = cfg.as_ref().map_or_else(|| cc.name.clone(), |c| c.name.clone());
         let color = (color != SPLIT_NOCOLOR).then_some(color as u32);
         let background = group::in_group() || !blocking;
         tracing::info!(
@@ -231,7 +248,7 @@ api! {
         unsafe { newcomm.write(std::ptr::null_mut()) };
         if !background {
             if let Some(c) = parent.split(color, key, cfg)? {
-                let h = CComm::ready(c, cc.name.clone(), blocking);
+                let h = CComm::ready(c, name, blocking);
                 // SAFETY: checked non-null.
                 unsafe { newcomm.write(handle_ptr(&h)) };
             }
@@ -242,7 +259,7 @@ api! {
         let h = parent.start_split(color, key, Some(bg));
         match color {
             Some(_) => {
-                let c = CComm::pending_split(h, cc.name.clone(), blocking);
+                let c = CComm::pending_split(h, name, blocking);
                 // SAFETY: checked non-null.
                 unsafe { newcomm.write(handle_ptr(&c)) };
                 if group::in_group() {

@@ -338,8 +338,9 @@ impl Comm {
             self.group
                 .backend
                 .max_sym_blocks_per_rank(self.group.ranks_per_device, choice.proto, dtype);
+        let (lo, hi) = self.config().block_range(max);
         let grid = Grid {
-            blocks: blocks_for(choice, payload, max),
+            blocks: blocks_for(choice, payload, hi).max(lo),
             threads: self.group.backend.block_threads(),
         };
         tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), ?grid, "launch symmetric");
