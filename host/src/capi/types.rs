@@ -32,6 +32,9 @@ pub const SIM_INFO_MAGIC: c_uint = 0x7468_5283;
 pub const UNDEF_INT: c_int = c_int::MIN;
 /// `NCCL_SPLIT_NOCOLOR`.
 pub const SPLIT_NOCOLOR: c_int = -1;
+/// `NCCL_SHRINK_DEFAULT` / `NCCL_SHRINK_ABORT`.
+pub const SHRINK_DEFAULT: c_int = 0;
+pub const SHRINK_ABORT: c_int = 1;
 /// `ncclNumOps`: the first value of operators made by `ncclRedOpCreatePreMulSum`.
 pub const NUM_OPS: c_int = 5;
 /// `ncclScalarDevice` / `ncclScalarHostImmediate`.

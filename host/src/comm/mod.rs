@@ -119,11 +119,13 @@ mod lifecycle;
 pub mod nonblocking;
 mod rendezvous;
 pub(crate) mod segment;
+mod shrink;
 mod split;
 mod streams;
 
 pub(crate) use init_rank::process_token;
 pub use nonblocking::InitHandle;
+pub use shrink::ShrinkMode;
 
 use control::Control;
 use rendezvous::Rendezvous;
@@ -471,10 +473,7 @@ impl Comm {
         let boot = boot.clone().with_abort(None);
         Ok((0..n)
             .map(|rank| {
-                let control = Control::Local {
-                    rdv: rdv.clone(),
-                    config: boot.clone(),
-                };
+                let control = Control::local(rdv.clone(), boot.clone());
                 Comm::new(group.clone(), rank as u32, n as u32, control)
             })
             .collect())
