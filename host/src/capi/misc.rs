@@ -81,21 +81,46 @@ api! {
 }
 
 api! {
-    /// Checks the group's nesting and reports no time estimate (`estimatedTime` stays
-    /// NCCL_UNDEF_FLOAT, -1): oxccl's tuner does not simulate groups. The group ends as with
-    /// `ncclGroupEnd` (NCCL's simulation also consumes the group's calls).
+    /// Ends the group without launching anything: at the outermost level the collectives and
+    /// sends/receives called in it are dropped and `simInfo->estimatedTime` gets their
+    /// estimated time in microseconds (oxccl's cost model, `crate::coll::cost`: per
+    /// operation the tuner's algorithm and protocol, latency plus bus bytes over bandwidth;
+    /// a communicator rank's operations add up, ranks run in parallel). Inits, splits and
+    /// registrations called in the group complete as at `ncclGroupEnd`. An inner level only
+    /// closes (`simInfo` untouched). At the outermost level a `simInfo` that is NULL or
+    /// not from `NCCL_SIM_INFO_INITIALIZER` is `ncclInvalidArgument`, and the group still
+    /// ends with nothing launched.
     fn ncclGroupSimulateEnd / pncclGroupSimulateEnd(info: *mut NcclSimInfo) {
         const OP: &str = "ncclGroupSimulateEnd";
-        if !info.is_null() {
-            // SAFETY: non-null; the header is in every version of the struct.
-            let magic = unsafe { std::ptr::read_unaligned((info as *const u8).add(8) as *const c_uint) };
+        // Checked before the group ends, reported after (the group ends either way).
+        let bad = if info.is_null() {
+            Some("simInfo is NULL".to_string())
+        } else {
+            // SAFETY: non-null; the header (size, magic) is in every version of the struct.
+            let (size, magic) = unsafe {
+                (
+                    std::ptr::read_unaligned(info as *const usize),
+                    std::ptr::read_unaligned((info as *const u8).add(8) as *const c_uint),
+                )
+            };
             if magic != SIM_INFO_MAGIC {
-                return Err(CError::arg(OP, "simInfo is not initialized (use NCCL_SIM_INFO_INITIALIZER)"));
+                Some(format!("simInfo's magic is {magic:#x}, not {SIM_INFO_MAGIC:#x} (initialize it with NCCL_SIM_INFO_INITIALIZER)"))
+            } else if size < std::mem::size_of::<NcclSimInfo>() {
+                Some(format!("simInfo's size is {size}, smaller than the {} bytes of ncclSimInfo_t", std::mem::size_of::<NcclSimInfo>()))
+            } else {
+                None
             }
-            // SAFETY: as above; `estimatedTime` is in every version.
-            unsafe { std::ptr::write_unaligned(std::ptr::addr_of_mut!((*info).estimated_time), -1.0) };
+        };
+        let Some(us) = group::simulate_end()? else {
+            return Ok(()); // an inner level: closed, simInfo not read (as NCCL)
+        };
+        if let Some(why) = bad {
+            return Err(CError::arg(OP, format!("{why}; the group ended with nothing launched")));
         }
-        group::end()
+        tracing::debug!(target: "oxccl::capi", "{OP}: estimated {us:.1} us, nothing launched");
+        // SAFETY: checked non-null, initialized, of at least our size.
+        unsafe { std::ptr::write_unaligned(std::ptr::addr_of_mut!((*info).estimated_time), us as f32) };
+        Ok(())
     }
 }
 

@@ -16,6 +16,7 @@ mod all_gather_v;
 mod all_reduce;
 mod all_to_all;
 mod broadcast;
+pub mod cost;
 mod gather;
 mod launch;
 mod reduce;
