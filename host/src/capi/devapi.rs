@@ -2,10 +2,10 @@
 //! `ncclDevCommDestroy`, the window pointer getters, and the team helpers.
 //!
 //! `ncclCommProperties_t` has NCCL 2.29's layout (each field written only when the caller's
-//! `size` holds it). The device communicator and its requirements are oxccl's
-//! (`OxcclDevComm`, `OxcclDevCommRequirements` in `ptx/oxccl_device.h`, read by the
-//! kernels that link `ptx/oxccl_device.bc`): kernels built against NCCL's device headers
-//! cannot use them, and requirements of NCCL's layout are refused by their version.
+//! `size` holds it). Requirements come in NCCL's layout (`NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER`
+//! of our nccl.h, mapped by [`super::devreqs`]) or oxccl's; the device communicator is
+//! oxccl's (`OxcclDevComm` in `ptx/oxccl_device.h`, read by the kernels that link
+//! `ptx/oxccl_device.bc`): kernels built against NCCL's device headers cannot use it.
 
 use std::ffi::{c_int, c_void};
 
@@ -96,27 +96,34 @@ api! {
 }
 
 api! {
-    /// Collective (every rank, same requirements); in a group `out` is written by the
-    /// outermost `ncclGroupEnd`.
+    /// Collective (every rank, same requirements); in a group `out` and the resource handles
+    /// are written by the outermost `ncclGroupEnd`. `reqs` is NCCL's
+    /// `ncclDevCommRequirements_t` (from `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER`, mapped
+    /// as [`super::devreqs`] says) or oxccl's own `OxcclDevCommRequirements`. `out` gets
+    /// oxccl's device communicator (`OxcclDevComm` of `ptx/oxccl_device.h`, 112 bytes: less
+    /// than NCCL's 224-byte `ncclDevComm`, so a caller's `ncclDevComm` holds it).
     fn ncclDevCommCreate / pncclDevCommCreate(comm: NcclComm, reqs: *const c_void, out: *mut DevComm) {
         const OP: &str = "ncclDevCommCreate";
         if reqs.is_null() || out.is_null() {
             return Err(CError::arg(OP, "reqs or outDevComm is NULL"));
         }
-        // SAFETY: non-null; the size field leads the struct.
-        let size = unsafe { std::ptr::read_unaligned(reqs as *const u64) } as usize;
-        if !(16..=1 << 16).contains(&size) {
-            return Err(CError::arg(OP, format!("the requirements' size field is {size}: initialize them with their initializer")));
-        }
-        // SAFETY: the caller's struct is `size` bytes (its own size field).
-        let bytes = unsafe { std::slice::from_raw_parts(reqs as *const u8, size) }.to_vec();
         let cc = CComm::get(OP, super::key(comm))?;
+        // SAFETY: non-null; caller contract (an initialized struct of either layout).
+        let reqs = unsafe { super::devreqs::read(OP, reqs) }?;
         let c = cc.comm(OP)?;
         let out = out as usize;
         group::run_or_defer(OP, move || {
-            let h = c.dev_comm_create_from_bytes(&bytes)?;
+            use super::devreqs::Reqs;
+            let h = match &reqs {
+                Reqs::Oxccl(bytes) => c.dev_comm_create_from_bytes(bytes)?,
+                Reqs::Nccl(m) => c.dev_comm_create(&m.reqs)?,
+            };
+            if let Reqs::Nccl(m) = &reqs {
+                // SAFETY: the caller's handle structs (nccl.h: valid until the call completes).
+                unsafe { m.write_handles() };
+            }
             // SAFETY: caller contract: `out` stays valid until the group ends.
-            unsafe { (out as *mut DevComm).write(h.dev_comm()) };
+            unsafe { (out as *mut DevComm).write_unaligned(h.dev_comm()) };
             cc.devcomms.lock().unwrap_or_else(|p| p.into_inner()).push(h);
             Ok(())
         })
