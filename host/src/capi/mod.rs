@@ -92,3 +92,6 @@ pub(crate) fn current_device(b: &dyn Backend) -> Result<usize, error::CError> {
 pub(crate) fn key<T>(p: *const T) -> usize {
     p as usize
 }
+
+#[cfg(test)]
+mod tests;
