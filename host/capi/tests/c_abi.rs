@@ -8,7 +8,16 @@
 //!   reference;
 //! - `init_all_group` (1, 2, 3, 4, 8): `ncclCommInitAll`, grouped collectives from one
 //!   thread, `ncclCommSplit` (with `NCCL_SPLIT_NOCOLOR`), grouped `ncclCommInitRank`;
-//! - `procs` (1 to 4 processes): ranks in forked processes;
+//! - `procs` (1 to 4 processes): ranks in forked processes, every collective;
+//! - `shrink` (2, 3, 4): `ncclCommShrink` by the survivors while the excluded rank never
+//!   calls, `NCCL_SHRINK_ABORT` of a collective stuck on it, non-blocking;
+//! - `devapi` (1, 2, 3): `ncclCommQueryProperties`, `ncclMemAlloc`/`Free`,
+//!   `ncclCommRegister`/`Deregister`, windows and their pointer getters, `ncclDevCommCreate`
+//!   / `Destroy` with `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER` and requirement helpers, the
+//!   team helpers, each with its bad arguments;
+//! - `misc_api` (1, 2, 3): `ncclCommInitRankScalable`, PreMulSum with host and device
+//!   scalars, `ncclGroupSimulateEnd` (nothing launched), `ncclCommRevoke` on a live
+//!   communicator;
 //! - `config` (1, 2, 3): `ncclConfig_t` of the current, an older (2.17) and a newer caller,
 //!   refused configs, non-blocking init/split/finalize;
 //! - `bad_args`: exact error codes and last-error messages for bad arguments, never a crash;
@@ -316,6 +325,21 @@ fn init_all_group() {
 #[test]
 fn procs() {
     run_ranks("procs", &[1, 2, 3, 4], "processes");
+}
+
+#[test]
+fn shrink() {
+    run_ranks("shrink", &[2, 3, 4], "ranks");
+}
+
+#[test]
+fn devapi() {
+    run_ranks("devapi", &[1, 2, 3], "ranks");
+}
+
+#[test]
+fn misc_api() {
+    run_ranks("misc_api", &[1, 2, 3], "ranks");
 }
 
 #[test]
