@@ -344,3 +344,87 @@ fn dev_comm_from_nccl_requirements() {
     assert!(last().contains("GIN"), "{}", last());
     destroy(&comms);
 }
+
+#[test]
+fn config_ctas_and_comm_name_reach_the_communicator() {
+    if !cpu_or_skip() {
+        return;
+    }
+    let env_cap = crate::settings::max_blocks();
+    let mut id = std::mem::MaybeUninit::<NcclUniqueId>::uninit();
+    ok(unsafe { ncclGetUniqueId(id.as_mut_ptr()) });
+    // SAFETY: written by ncclGetUniqueId.
+    let id = unsafe { id.assume_init() };
+    let mut cfg = NcclConfig {
+        size: std::mem::size_of::<NcclConfig>(),
+        magic: API_MAGIC,
+        version: VERSION_CODE as u32,
+        blocking: UNDEF_INT,
+        cga_cluster_size: UNDEF_INT,
+        min_ctas: 1,
+        max_ctas: 1,
+        net_name: std::ptr::null(),
+        split_share: 1,
+        traffic_class: UNDEF_INT,
+        comm_name: c"named-pg".as_ptr(),
+        collnet_enable: UNDEF_INT,
+        cta_policy: UNDEF_INT,
+        shrink_share: UNDEF_INT,
+        nvls_ctas: UNDEF_INT,
+        n_channels_per_net_peer: UNDEF_INT,
+        nvlink_centric_sched: UNDEF_INT,
+        graph_usage_mode: UNDEF_INT,
+        num_rma_ctx: UNDEF_INT,
+    };
+    let mut comm: NcclComm = std::ptr::null_mut();
+    ok(unsafe { ncclCommInitRankConfig(&mut comm, 1, id, 0, &mut cfg) });
+    let c = handle::CComm::get("test", key(comm))
+        .unwrap()
+        .comm("test")
+        .unwrap();
+    assert_eq!(c.config().name.as_deref(), Some("named-pg"));
+    assert_eq!(c.config().min_blocks, 1);
+    if env_cap == 0 {
+        // maxCTAs 1: every grid of this communicator is one block.
+        assert_eq!(c.config().max_blocks, 1);
+        assert_eq!(c.grid(1 << 24, oxccl_device::abi::DataType::F32).blocks, 1);
+        assert_eq!(c.ll_grid(1 << 16, oxccl_device::abi::DataType::F32).blocks, 1);
+    } else {
+        println!("NCCL_MAX_CTAS / OXCCL_MAX_BLOCKS is set: it wins over maxCTAs, as in NCCL");
+        assert_eq!(c.config().max_blocks, env_cap);
+    }
+    // A collective on it still computes (with one block).
+    let (x, mut y) = ([3i32; 100], [0i32; 100]);
+    ok(unsafe {
+        ncclAllReduce(
+            x.as_ptr() as *const c_void,
+            y.as_mut_ptr() as *mut c_void,
+            100,
+            INT32,
+            SUM,
+            comm,
+            std::ptr::null_mut(),
+        )
+    });
+    assert_eq!(y, [3; 100]);
+    // Errors on it name it.
+    let rc = unsafe {
+        ncclAllReduce(
+            x.as_ptr() as *const c_void,
+            y.as_mut_ptr() as *mut c_void,
+            1,
+            99,
+            SUM,
+            comm,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, INVALID_ARGUMENT);
+    assert!(last().contains("(communicator \"named-pg\")"), "{}", last());
+    // A split with a NULL config keeps the name; with a config, the config's.
+    let mut child: NcclComm = std::ptr::null_mut();
+    ok(unsafe { ncclCommSplit(comm, 0, 0, &mut child, std::ptr::null_mut()) });
+    let cc = handle::CComm::get("test", key(child)).unwrap();
+    assert_eq!(cc.name.as_deref(), Some("named-pg"));
+    destroy(&[child, comm]);
+}

@@ -631,3 +631,24 @@ impl Comm {
         }
     }
 }
+
+#[cfg(test)]
+mod config_tests {
+    use super::Config;
+
+    #[test]
+    fn block_range_applies_the_cap_and_floor() {
+        let c = |min_blocks, max_blocks| Config {
+            min_blocks,
+            max_blocks,
+            ..Config::default()
+        };
+        assert_eq!(c(1, 0).block_range(32), (1, 32));
+        assert_eq!(c(1, 4).block_range(32), (1, 4));
+        assert_eq!(c(8, 0).block_range(32), (8, 32));
+        // The floor never exceeds the cap; at least one block.
+        assert_eq!(c(8, 4).block_range(32), (4, 4));
+        assert_eq!(c(0, 0).block_range(0), (1, 1));
+        assert_eq!(c(3, 100).block_range(2), (2, 2));
+    }
+}
