@@ -452,7 +452,12 @@ fn elf_soname(bytes: &[u8]) -> Option<String> {
     let section = |i: usize| -> Option<(u32, usize, usize, u32)> {
         let h = shoff + i * shentsize;
         // (sh_type, sh_offset, sh_size, sh_link)
-        Some((u32_at(h + 4)?, u64_at(h + 0x18)? as usize, u64_at(h + 0x20)? as usize, u32_at(h + 0x28)?))
+        Some((
+            u32_at(h + 4)?,
+            u64_at(h + 0x18)? as usize,
+            u64_at(h + 0x20)? as usize,
+            u32_at(h + 0x28)?,
+        ))
     };
     const SHT_DYNAMIC: u32 = 6;
     const DT_NULL: u64 = 0;
@@ -495,7 +500,10 @@ fn soname_is_libnccl_so_2() {
                 "readelf -d {}: SONAME line {line:?}",
                 lib.display()
             );
-            println!("{}: SONAME libnccl.so.2 (ELF dynamic section and readelf -d)", lib.display());
+            println!(
+                "{}: SONAME libnccl.so.2 (ELF dynamic section and readelf -d)",
+                lib.display()
+            );
         }
         _ => println!(
             "{}: SONAME libnccl.so.2 (ELF dynamic section; readelf not available to compare)",
@@ -505,5 +513,9 @@ fn soname_is_libnccl_so_2() {
     let script = capi_dir().join("../../scripts/capi-lib.sh");
     let meta = std::fs::metadata(&script).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
     use std::os::unix::fs::PermissionsExt;
-    assert!(meta.permissions().mode() & 0o111 != 0, "{} is not executable", script.display());
+    assert!(
+        meta.permissions().mode() & 0o111 != 0,
+        "{} is not executable",
+        script.display()
+    );
 }

@@ -340,6 +340,7 @@ fn dev_comm_from_nccl_requirements() {
     assert!(dev.resource.size >= 128 + r2.buffer_size as u64);
     ok(unsafe { ncclDevCommDestroy(comms[0], &dev) });
     reqs.gin_signal_count = 4;
+    let p = &reqs as *const NcclDevCommRequirements as *const c_void;
     assert_eq!(unsafe { ncclDevCommCreate(comms[0], p, &mut dev) }, INVALID_USAGE);
     assert!(last().contains("GIN"), "{}", last());
     destroy(&comms);

@@ -122,7 +122,7 @@ mod tests {
         let gpu = BackendKind::Gpu;
         let small = collective_us(gpu, COLL_ALL_REDUCE, 8, 8, simple());
         let large = collective_us(gpu, COLL_ALL_REDUCE, 8, 1 << 30, simple());
-        assert!(small >= 10.0 && small < 11.0, "{small}");
+        assert!((10.0..11.0).contains(&small), "{small}");
         // 2 * 7/8 GiB at 400 GB/s: about 4.7 ms.
         assert!((large - 10.0 - 2.0 * 7.0 / 8.0 * (1u64 << 30) as f64 / 400e3).abs() < 1e-6);
         let ll = Choice {
