@@ -3,8 +3,8 @@
 # device call. All ranks are processes on cuda:0 (under MPS); every address is loopback.
 #
 #   build here:  scripts/torch-check.sh bundle
-#       runs scripts/capi-lib.sh when it exists, else (assembles the cubin as gpu-check.sh does unless
-#       NO_CUBIN=1, then) cargo build --release -p oxccl-capi; gzips target/release/libnccl.so into
+#       assembles the cubin as gpu-check.sh does (unless NO_CUBIN=1), then runs scripts/capi-lib.sh
+#       (cargo build --release -p oxccl-capi, the libnccl.so.2 link); gzips target/release/libnccl.so into
 #       bundle/libnccl.so.2.gz (it embeds ~40 MB of PTX) and writes bundle/LIBNCCL_COMMIT
 #   run there:   scripts/torch-check.sh run          (device call: carry ["bundle"])
 #       logs into $OUT: torch-summary.log (everything that matters, one file), torch-syms.log,
@@ -32,18 +32,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
 bundle)
-    if [ -x scripts/capi-lib.sh ]; then
-        scripts/capi-lib.sh
-    else
-        if [ "${NO_CUBIN:-0}" != 1 ]; then
-            scripts/setup-ptxas.sh
-            cargo run -q -p oxccl-builder -- --require-ptxas
-            git diff --quiet -- ptx/ || echo "warning: ptx/ differs from the committed one (device/ changed since)"
-        fi
-        cargo build --release -p oxccl-capi
+    if [ "${NO_CUBIN:-0}" != 1 ]; then
+        scripts/setup-ptxas.sh
+        cargo run -q -p oxccl-builder -- --require-ptxas
+        git diff --quiet -- ptx/ || echo "warning: ptx/ differs from the committed one (device/ changed since)"
     fi
+    scripts/capi-lib.sh
     mkdir -p bundle
-    lib=target/release/libnccl.so
+    lib=${CARGO_TARGET_DIR:-target}/release/libnccl.so
     [ -f "$lib" ] || { echo "error: $lib was not built"; exit 1; }
     if command -v readelf >/dev/null; then readelf -d "$lib" | grep -i soname || true; fi
     gzip -1 -c "$lib" > bundle/libnccl.so.2.gz

@@ -82,6 +82,48 @@ pub fn group_end() -> Result<()> {
     launch_all(ops)
 }
 
+/// A send or receive that [`group_discard_end`] dropped: what the cost model needs of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DroppedP2p {
+    /// Identifies the communicator rank that posted it (equal for the same rank).
+    pub rank_key: u64,
+    /// Bytes it would have moved.
+    pub bytes: u64,
+    /// Whether its communicator spans processes (staged).
+    pub spanning: bool,
+    pub backend: BackendKind,
+}
+
+/// End a group like [`group_end`] but, at the outermost level, drop the sends and receives
+/// posted in it instead of launching them (NCCL's `ncclGroupSimulateEnd`); returns what was
+/// dropped (nothing at an inner level, which only closes).
+pub fn group_discard_end() -> Result<Vec<DroppedP2p>> {
+    let ops = GROUP.with(|g| {
+        let mut g = g.borrow_mut();
+        if g.depth == 0 {
+            return Err(Error::InvalidUsage {
+                op: "group_end",
+                what: "no group is open on this thread (group_end without group_start)".into(),
+            });
+        }
+        g.depth -= 1;
+        Ok(if g.depth == 0 {
+            std::mem::take(&mut g.pending)
+        } else {
+            Vec::new()
+        })
+    })?;
+    Ok(ops
+        .into_iter()
+        .map(|p| DroppedP2p {
+            rank_key: Arc::as_ptr(&p.state) as u64,
+            bytes: (p.op.count * p.op.dtype.size()) as u64,
+            spanning: p.state.staging.is_some(),
+            backend: p.state.backend().kind(),
+        })
+        .collect())
+}
+
 /// This thread's group depth (0: not in a group).
 pub fn group_depth() -> usize {
     GROUP.with(|g| g.borrow().depth)
@@ -182,7 +224,7 @@ fn launch_rank(st: &P2pState, stream: &Stream, ops: &[(Posted, u64)]) -> Result<
         lim.lane_bytes = LANE_BYTES_CPU;
         lim.max_lanes = crate::settings::cpu_blocks().min(P2P_MAX_LANES);
     }
-    let cap = crate::settings::max_blocks();
+    let cap = st.group.config.max_blocks;
     if cap > 0 {
         lim.max_blocks = lim.max_blocks.min(cap.max(2));
         lim.max_ops = lim.max_ops.min(lim.max_blocks as usize);

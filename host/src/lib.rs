@@ -36,7 +36,7 @@ pub mod window;
 pub use backend::{Backend, BackendKind, Stream};
 pub use buffer::DeviceBuffer;
 pub use coll::Op;
-pub use comm::{Comm, Config, InitHandle};
+pub use comm::{Comm, Config, InitHandle, ShrinkMode};
 pub use error::{Error, Result};
 pub use group::{group_end, group_start};
 pub use oxccl_device::abi::{DataType, RedOp};

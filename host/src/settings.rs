@@ -39,7 +39,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         name: "OXCCL_BOOTSTRAP_TIMEOUT_MS",
         default: "120000",
-        help: "bootstrap (rendezvous, all-gather, barrier, control messages) timeout in milliseconds; 0 = none",
+        help: "host waits in milliseconds: bootstrap rendezvous, all-gather, barrier, control messages (split, shrink, finalize's barrier); 0 = none",
     },
     Setting {
         name: "NCCL_SOCKET_IFNAME",
@@ -94,7 +94,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         name: "OXCCL_MAX_BLOCKS",
         default: "0",
-        help: "cap on blocks per rank per collective (0 = the backend's limit)",
+        help: "cap on blocks per rank per collective and send/recv group (0 = the backend's limit): the default of Config::max_blocks; wins over ncclConfig_t.maxCTAs",
     },
     Setting {
         name: "OXCCL_COPY_STORES",

@@ -275,7 +275,8 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
                             ncclConfig_t *config);
 
 /* Collective over the ranks not listed: a new communicator without the excluded ranks,
- * the others renumbered in order. shrinkFlags: NCCL_SHRINK_*. */
+ * the others renumbered in order. shrinkFlags: NCCL_SHRINK_*. Only the surviving ranks call
+ * it (excluded ones may be dead). */
 ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                             ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
@@ -581,7 +582,8 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 #if !defined(_NCCL_DEVICE_CORE_H_) && !defined(OXCCL_NCCL_NO_DEVICE_API)
 
 /* The device communicator that kernels take by value. Its layout (224 bytes in 2.29.7) is
- * in the device headers. */
+ * in the device headers. oxccl: ncclDevCommCreate writes oxccl's device communicator
+ * (OxcclDevComm of ptx/oxccl_device.h, 112 bytes) into it. */
 struct ncclDevComm;
 typedef struct ncclDevComm ncclDevComm_t;
 

@@ -8,12 +8,24 @@
 //!   reference;
 //! - `init_all_group` (1, 2, 3, 4, 8): `ncclCommInitAll`, grouped collectives from one
 //!   thread, `ncclCommSplit` (with `NCCL_SPLIT_NOCOLOR`), grouped `ncclCommInitRank`;
-//! - `procs` (1 to 4 processes): ranks in forked processes;
+//! - `procs` (1 to 4 processes): ranks in forked processes, every collective;
+//! - `shrink` (2, 3, 4): `ncclCommShrink` by the survivors while the excluded rank never
+//!   calls, `NCCL_SHRINK_ABORT` of a collective stuck on it, non-blocking;
+//! - `devapi` (1, 2, 3): `ncclCommQueryProperties`, `ncclMemAlloc`/`Free`,
+//!   `ncclCommRegister`/`Deregister`, windows and their pointer getters, `ncclDevCommCreate`
+//!   / `Destroy` with `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER` and requirement helpers, the
+//!   team helpers, each with its bad arguments;
+//! - `misc_api` (1, 2, 3): `ncclCommInitRankScalable`, PreMulSum with host and device
+//!   scalars, `ncclGroupSimulateEnd` (nothing launched), `ncclCommRevoke` on a live
+//!   communicator;
 //! - `config` (1, 2, 3): `ncclConfig_t` of the current, an older (2.17) and a newer caller,
 //!   refused configs, non-blocking init/split/finalize;
 //! - `bad_args`: exact error codes and last-error messages for bad arguments, never a crash;
 //! - every name of `symbols.txt` and its `pnccl` twin is a defined function of the library,
-//!   and no other `nccl*`/`pnccl*` symbol is exported (read with `nm -D`).
+//!   and no other `nccl*`/`pnccl*` symbol is exported (read with `nm -D`);
+//! - the library's SONAME is `libnccl.so.2` (read from its ELF dynamic section here, and
+//!   compared with `readelf -d` when binutils are installed), and `scripts/capi-lib.sh`,
+//!   which adds the `libnccl.so.2` link next to it, exists and is executable.
 //!
 //! Integration tests of a cdylib crate do not get the cdylib built, so the first test that
 //! needs it runs `cargo build -p oxccl-capi` with the profile (and target) this test was
@@ -316,6 +328,21 @@ fn procs() {
 }
 
 #[test]
+fn shrink() {
+    run_ranks("shrink", &[2, 3, 4], "ranks");
+}
+
+#[test]
+fn devapi() {
+    run_ranks("devapi", &[1, 2, 3], "ranks");
+}
+
+#[test]
+fn misc_api() {
+    run_ranks("misc_api", &[1, 2, 3], "ranks");
+}
+
+#[test]
 fn config() {
     run_ranks("config", &[1, 2, 3], "ranks");
 }
@@ -406,5 +433,89 @@ fn exported_symbols_match_symbols_txt() {
         "{}: {} nccl*/pnccl* functions, as symbols.txt says",
         lib.display(),
         nccl_names.len()
+    );
+}
+
+/// The `DT_SONAME` of a 64-bit little-endian ELF shared object, read from its dynamic
+/// section (`None` if it has none, or the file is not such an ELF).
+fn elf_soname(bytes: &[u8]) -> Option<String> {
+    let u16_at = |o: usize| Some(u16::from_le_bytes(bytes.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(bytes.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+    // e_ident: magic, ELFCLASS64 (2), ELFDATA2LSB (1).
+    if bytes.get(0..4)? != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
+        return None;
+    }
+    let shoff = u64_at(0x28)? as usize;
+    let shentsize = u16_at(0x3a)? as usize;
+    let shnum = u16_at(0x3c)? as usize;
+    let section = |i: usize| -> Option<(u32, usize, usize, u32)> {
+        let h = shoff + i * shentsize;
+        // (sh_type, sh_offset, sh_size, sh_link)
+        Some((
+            u32_at(h + 4)?,
+            u64_at(h + 0x18)? as usize,
+            u64_at(h + 0x20)? as usize,
+            u32_at(h + 0x28)?,
+        ))
+    };
+    const SHT_DYNAMIC: u32 = 6;
+    const DT_NULL: u64 = 0;
+    const DT_SONAME: u64 = 14;
+    let (_, off, size, link) = (0..shnum).filter_map(section).find(|s| s.0 == SHT_DYNAMIC)?;
+    let (_, str_off, str_size, _) = section(link as usize)?;
+    for e in (off..off + size).step_by(16) {
+        let tag = u64_at(e)?;
+        if tag == DT_NULL {
+            break;
+        }
+        if tag == DT_SONAME {
+            let at = u64_at(e + 8)? as usize;
+            let strtab = bytes.get(str_off..str_off + str_size)?;
+            let name = strtab.get(at..)?;
+            let end = name.iter().position(|&b| b == 0)?;
+            return Some(String::from_utf8_lossy(&name[..end]).into_owned());
+        }
+    }
+    None
+}
+
+#[test]
+fn soname_is_libnccl_so_2() {
+    let lib = cdylib();
+    let bytes = std::fs::read(lib).unwrap_or_else(|e| panic!("read {}: {e}", lib.display()));
+    let soname = elf_soname(&bytes);
+    assert_eq!(
+        soname.as_deref(),
+        Some("libnccl.so.2"),
+        "{}: SONAME from the ELF dynamic section",
+        lib.display()
+    );
+    match Command::new("readelf").arg("-d").arg(lib).output() {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let line = text.lines().find(|l| l.contains("(SONAME)"));
+            assert!(
+                line.is_some_and(|l| l.contains("[libnccl.so.2]")),
+                "readelf -d {}: SONAME line {line:?}",
+                lib.display()
+            );
+            println!(
+                "{}: SONAME libnccl.so.2 (ELF dynamic section and readelf -d)",
+                lib.display()
+            );
+        }
+        _ => println!(
+            "{}: SONAME libnccl.so.2 (ELF dynamic section; readelf not available to compare)",
+            lib.display()
+        ),
+    }
+    let script = capi_dir().join("../../scripts/capi-lib.sh");
+    let meta = std::fs::metadata(&script).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        meta.permissions().mode() & 0o111 != 0,
+        "{} is not executable",
+        script.display()
     );
 }

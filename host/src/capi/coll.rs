@@ -2,7 +2,9 @@
 //! validates its C arguments (negative roots and peers, unknown types and operators, counts
 //! beyond any buffer such as a negative count cast to `size_t`), finds the stream, launches
 //! through the `*_raw` form of [`Comm`] (which checks null buffers, sizes and ranges) and,
-//! on the CPU backend, completes as [`super::group`] says.
+//! on the CPU backend, completes as [`super::group`] says. Inside a group a collective is
+//! queued instead (roots and null buffers checked at the call) and launched at the
+//! outermost `ncclGroupEnd`, or dropped by `ncclGroupSimulateEnd`.
 //!
 //! `ncclScalarDevice` operators read their scalar in stream order: the stream is
 //! synchronized and the scalar copied when the collective is called (refused inside a CUDA
@@ -11,7 +13,10 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use oxccl_device::abi::DataType;
+use oxccl_device::abi::{
+    DataType, COLL_ALL_GATHER, COLL_ALL_REDUCE, COLL_ALL_TO_ALL, COLL_BROADCAST, COLL_GATHER, COLL_REDUCE,
+    COLL_REDUCE_SCATTER, COLL_SCATTER,
+};
 
 use super::error::{put, CError};
 use super::handle::{CComm, UserOp};
@@ -41,10 +46,63 @@ fn call(op: &'static str, comm: NcclComm, stream: CudaStream) -> Result<Call, CE
     })
 }
 
+/// What a queued collective is checked for at the call: its buffers (name, address) when
+/// `count` is not 0, and its root.
+struct Check<'a> {
+    bufs: &'a [(&'static str, u64)],
+    count: usize,
+    root: Option<u32>,
+}
+
 impl Call {
     fn done(&self, launched: crate::Result<()>) -> Result<(), CError> {
         launched?;
         super::group::launched(self.comm.backend(), &self.stream)
+    }
+
+    /// Launch collective `coll` (`count` elements of `t` per rank, as the tuner counts them)
+    /// with `f` now, or, inside a group, check `check` and queue it for the outermost group
+    /// end with its estimated time.
+    fn run(
+        self,
+        op: &'static str,
+        coll: u32,
+        t: DataType,
+        count: usize,
+        check: Check<'_>,
+        f: impl FnOnce(&Comm, &Stream) -> crate::Result<()> + 'static,
+    ) -> Result<(), CError> {
+        if !super::group::in_group() {
+            let r = f(&self.comm, &self.stream);
+            return self.done(r);
+        }
+        let n = self.comm.count();
+        if let Some(r) = check.root.filter(|&r| r >= n) {
+            return Err(CError::arg(op, format!("root {r} is not below nranks {n}")));
+        }
+        if check.count > 0 {
+            if let Some((name, _)) = check.bufs.iter().find(|b| b.1 == 0) {
+                return Err(CError::arg(
+                    op,
+                    format!("{name} is null with count {}", check.count),
+                ));
+            }
+        }
+        let bytes = (count * t.size()) as u64;
+        let us = self
+            .comm
+            .tune(coll, t, bytes)
+            .map(|ch| crate::coll::cost::collective_us(self.comm.backend().kind(), coll, n, bytes, ch))
+            .unwrap_or(0.0);
+        let key = Arc::as_ptr(&self.comm.p2p) as u64;
+        super::group::queue(super::group::QueuedColl {
+            launch: Box::new(move || {
+                let r = f(&self.comm, &self.stream);
+                self.done(r)
+            }),
+            estimate: (key, us),
+        });
+        Ok(())
     }
 
     /// The operator of a `ncclRedOp_t` for `dtype`.
@@ -137,8 +195,10 @@ api! {
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, count)?;
         let o = c.op(OP, op, t)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count, root: None };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.all_reduce_raw(send as u64, recv as u64, count, t, o, &c.stream) })
+        c.run(OP, COLL_ALL_REDUCE, t, count, check, move |comm, st| unsafe { comm.all_reduce_raw(s, d, count, t, o, st) })
     }
 }
 
@@ -156,8 +216,10 @@ api! {
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count, root: Some(r) };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.broadcast_raw(send as u64, recv as u64, count, t, r, &c.stream) })
+        c.run(OP, COLL_BROADCAST, t, count, check, move |comm, st| unsafe { comm.broadcast_raw(s, d, count, t, r, st) })
     }
 }
 
@@ -175,8 +237,10 @@ api! {
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
+        let b = buf as u64;
+        let check = Check { bufs: &[("buff", b)], count, root: Some(r) };
         // SAFETY: nccl.h's contract for the buffer.
-        c.done(unsafe { c.comm.broadcast_raw(buf as u64, buf as u64, count, t, r, &c.stream) })
+        c.run(OP, COLL_BROADCAST, t, count, check, move |comm, st| unsafe { comm.broadcast_raw(b, b, count, t, r, st) })
     }
 }
 
@@ -196,8 +260,10 @@ api! {
         let t = dtype_count(OP, datatype, count)?;
         let o = c.op(OP, op, t)?;
         let r = root(OP, root_rank)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count, root: Some(r) };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.reduce_raw(send as u64, recv as u64, count, t, o, r, &c.stream) })
+        c.run(OP, COLL_REDUCE, t, count, check, move |comm, st| unsafe { comm.reduce_raw(s, d, count, t, o, r, st) })
     }
 }
 
@@ -213,8 +279,10 @@ api! {
         const OP: &str = "ncclAllGather";
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, sendcount)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count: sendcount, root: None };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.all_gather_raw(send as u64, recv as u64, sendcount, t, &c.stream) })
+        c.run(OP, COLL_ALL_GATHER, t, sendcount, check, move |comm, st| unsafe { comm.all_gather_raw(s, d, sendcount, t, st) })
     }
 }
 
@@ -232,8 +300,10 @@ api! {
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, recvcount)?;
         let o = c.op(OP, op, t)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count: recvcount, root: None };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.reduce_scatter_raw(send as u64, recv as u64, recvcount, t, o, &c.stream) })
+        c.run(OP, COLL_REDUCE_SCATTER, t, recvcount, check, move |comm, st| unsafe { comm.reduce_scatter_raw(s, d, recvcount, t, o, st) })
     }
 }
 
@@ -249,8 +319,10 @@ api! {
         const OP: &str = "ncclAlltoAll";
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, count)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count, root: None };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.all_to_all_raw(send as u64, recv as u64, count, t, &c.stream) })
+        c.run(OP, COLL_ALL_TO_ALL, t, count, check, move |comm, st| unsafe { comm.all_to_all_raw(s, d, count, t, st) })
     }
 }
 
@@ -268,8 +340,10 @@ api! {
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count, root: Some(r) };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.gather_raw(send as u64, recv as u64, count, t, r, &c.stream) })
+        c.run(OP, COLL_GATHER, t, count, check, move |comm, st| unsafe { comm.gather_raw(s, d, count, t, r, st) })
     }
 }
 
@@ -287,8 +361,10 @@ api! {
         let c = call(OP, comm, stream)?;
         let t = dtype_count(OP, datatype, count)?;
         let r = root(OP, root_rank)?;
+        let (s, d) = (send as u64, recv as u64);
+        let check = Check { bufs: &[("sendbuff", s), ("recvbuff", d)], count, root: Some(r) };
         // SAFETY: nccl.h's contract for the buffers.
-        c.done(unsafe { c.comm.scatter_raw(send as u64, recv as u64, count, t, r, &c.stream) })
+        c.run(OP, COLL_SCATTER, t, count, check, move |comm, st| unsafe { comm.scatter_raw(s, d, count, t, r, st) })
     }
 }
 

@@ -2,16 +2,16 @@
 //! `ncclDevCommDestroy`, the window pointer getters, and the team helpers.
 //!
 //! `ncclCommProperties_t` has NCCL 2.29's layout (each field written only when the caller's
-//! `size` holds it). The device communicator and its requirements are oxccl's
-//! (`OxcclDevComm`, `OxcclDevCommRequirements` in `ptx/oxccl_device.h`, read by the
-//! kernels that link `ptx/oxccl_device.bc`): kernels built against NCCL's device headers
-//! cannot use them, and requirements of NCCL's layout are refused by their version.
+//! `size` holds it). Requirements come in NCCL's layout (`NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER`
+//! of our nccl.h, mapped by [`super::devreqs`]) or oxccl's; the device communicator is
+//! oxccl's (`OxcclDevComm` in `ptx/oxccl_device.h`, read by the kernels that link
+//! `ptx/oxccl_device.bc`): kernels built against NCCL's device headers cannot use it.
 
 use std::ffi::{c_int, c_void};
 
 use oxccl_device::api::abi::DevComm;
 
-use super::error::{put, set_last, CError};
+use super::error::{guard_value, put, set_last, CError};
 use super::group;
 use super::handle::{CComm, CWin};
 use super::init::NcclComm;
@@ -96,27 +96,34 @@ api! {
 }
 
 api! {
-    /// Collective (every rank, same requirements); in a group `out` is written by the
-    /// outermost `ncclGroupEnd`.
+    /// Collective (every rank, same requirements); in a group `out` and the resource handles
+    /// are written by the outermost `ncclGroupEnd`. `reqs` is NCCL's
+    /// `ncclDevCommRequirements_t` (from `NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER`, mapped
+    /// as [`super::devreqs`] says) or oxccl's own `OxcclDevCommRequirements`. `out` gets
+    /// oxccl's device communicator (`OxcclDevComm` of `ptx/oxccl_device.h`, 112 bytes: less
+    /// than NCCL's 224-byte `ncclDevComm`, so a caller's `ncclDevComm` holds it).
     fn ncclDevCommCreate / pncclDevCommCreate(comm: NcclComm, reqs: *const c_void, out: *mut DevComm) {
         const OP: &str = "ncclDevCommCreate";
         if reqs.is_null() || out.is_null() {
             return Err(CError::arg(OP, "reqs or outDevComm is NULL"));
         }
-        // SAFETY: non-null; the size field leads the struct.
-        let size = unsafe { std::ptr::read_unaligned(reqs as *const u64) } as usize;
-        if !(16..=1 << 16).contains(&size) {
-            return Err(CError::arg(OP, format!("the requirements' size field is {size}: initialize them with their initializer")));
-        }
-        // SAFETY: the caller's struct is `size` bytes (its own size field).
-        let bytes = unsafe { std::slice::from_raw_parts(reqs as *const u8, size) }.to_vec();
         let cc = CComm::get(OP, super::key(comm))?;
+        // SAFETY: non-null; caller contract (an initialized struct of either layout).
+        let reqs = unsafe { super::devreqs::read(OP, reqs) }?;
         let c = cc.comm(OP)?;
         let out = out as usize;
         group::run_or_defer(OP, move || {
-            let h = c.dev_comm_create_from_bytes(&bytes)?;
+            use super::devreqs::Reqs;
+            let h = match &reqs {
+                Reqs::Oxccl(bytes) => c.dev_comm_create_from_bytes(bytes)?,
+                Reqs::Nccl(m) => c.dev_comm_create(&m.reqs)?,
+            };
+            if let Reqs::Nccl(m) = &reqs {
+                // SAFETY: the caller's handle structs (nccl.h: valid until the call completes).
+                unsafe { m.write_handles() };
+            }
             // SAFETY: caller contract: `out` stays valid until the group ends.
-            unsafe { (out as *mut DevComm).write(h.dev_comm()) };
+            unsafe { (out as *mut DevComm).write_unaligned(h.dev_comm()) };
             cc.devcomms.lock().unwrap_or_else(|p| p.into_inner()).push(h);
             Ok(())
         })
@@ -258,12 +265,35 @@ team_fn!(
     }
 );
 
-/// World rank of rank `r` of `team` (as seen from this rank): `rank + (r - team.rank) * stride`.
+/// `base + (r - team.rank) * team.stride` in checked arithmetic; `None` on overflow.
+fn team_rank_to(base: c_int, team: NcclTeam, r: c_int) -> Option<c_int> {
+    r.checked_sub(team.rank)?
+        .checked_mul(team.stride)?
+        .checked_add(base)
+}
+
+/// World rank of rank `r` of `team` (as seen from this rank): `rank + (r - team.rank) *
+/// stride`; -1 (with the last error saying why) for a bad communicator or a team whose
+/// arithmetic overflows `int`.
 #[no_mangle]
 pub unsafe extern "C" fn ncclTeamRankToWorld(comm: NcclComm, team: NcclTeam, r: c_int) -> c_int {
-    // SAFETY: no pointer is read but the handle's table key.
-    let me = unsafe { ncclTeamWorld(comm) }.rank;
-    me + (r - team.rank) * team.stride
+    const OP: &str = "ncclTeamRankToWorld";
+    guard_value(OP, -1, || {
+        let me = match CComm::get(OP, super::key(comm)).and_then(|c| c.comm(OP)) {
+            Ok(c) => c.rank() as c_int,
+            Err(e) => {
+                set_last(&e.message);
+                return -1;
+            }
+        };
+        team_rank_to(me, team, r).unwrap_or_else(|| {
+            set_last(&format!(
+                "{OP}: rank {r} of team {{nRanks {}, rank {}, stride {}}} from world rank {me} overflows int",
+                team.n_ranks, team.rank, team.stride
+            ));
+            -1
+        })
+    })
 }
 
 /// `ncclTeamRankToWorld` under its profiling name.
@@ -273,11 +303,28 @@ pub unsafe extern "C" fn pncclTeamRankToWorld(comm: NcclComm, team: NcclTeam, r:
     unsafe { ncclTeamRankToWorld(comm, team, r) }
 }
 
-/// LSA rank of rank `r` of `team` (every rank is in the one LSA team here).
+/// LSA rank of rank `r` of `team`: `lsaRank + (r - team.rank) * stride` (every rank is in
+/// the one LSA team here, so the LSA rank is the world rank); -1 as for
+/// `ncclTeamRankToWorld`.
 #[no_mangle]
 pub unsafe extern "C" fn ncclTeamRankToLsa(comm: NcclComm, team: NcclTeam, r: c_int) -> c_int {
-    // SAFETY: as above.
-    unsafe { ncclTeamRankToWorld(comm, team, r) }
+    const OP: &str = "ncclTeamRankToLsa";
+    guard_value(OP, -1, || {
+        let me = match CComm::get(OP, super::key(comm)).and_then(|c| c.comm(OP)) {
+            Ok(c) => c.rank() as c_int,
+            Err(e) => {
+                set_last(&e.message);
+                return -1;
+            }
+        };
+        team_rank_to(me, team, r).unwrap_or_else(|| {
+            set_last(&format!(
+                "{OP}: rank {r} of team {{nRanks {}, rank {}, stride {}}} from LSA rank {me} overflows int",
+                team.n_ranks, team.rank, team.stride
+            ));
+            -1
+        })
+    })
 }
 
 /// `ncclTeamRankToLsa` under its profiling name.

@@ -101,35 +101,87 @@ thread_local! {
 pub fn set_last(message: &str) {
     tracing::warn!(target: "oxccl::capi", "{message}");
     let c = CString::new(message.replace('\0', " ")).unwrap_or_default();
-    LAST.with(|l| *l.borrow_mut() = c);
+    let _ = LAST.try_with(|l| *l.borrow_mut() = c);
 }
 
-/// This thread's last error message (valid until the thread's next failing call).
+/// This thread's last error message (valid until the thread's next failing call); `""`
+/// while the thread is being torn down.
 pub fn last_ptr() -> *const std::ffi::c_char {
-    LAST.with(|l| l.borrow().as_ptr())
+    LAST.try_with(|l| l.borrow().as_ptr()).unwrap_or(c"".as_ptr())
+}
+
+/// Install logging once per process (inside the panic guard of the first entry point).
+fn init_logging() {
+    static LOG: std::sync::Once = std::sync::Once::new();
+    LOG.call_once(crate::logging::init);
+}
+
+/// The text of a caught panic's payload.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+thread_local! {
+    /// The `commName` of the communicator the running entry point works on (set by
+    /// [`note_comm_name`]), added to its error message.
+    static COMM_NAME: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Name the communicator the running entry point works on (its `ncclConfig_t.commName`):
+/// a failure of the call then says `(communicator "NAME")`.
+pub fn note_comm_name(name: Option<&str>) {
+    let _ = COMM_NAME.try_with(|n| *n.borrow_mut() = name.map(str::to_string));
 }
 
 /// Run an entry point's body: its error becomes the returned code and the last error; a
-/// panic becomes `ncclInternalError` (it never crosses into C).
+/// panic (in the body or in the one-time logging set-up) becomes `ncclInternalError` (it
+/// never crosses into C).
 pub fn guard(op: &'static str, f: impl FnOnce() -> Result<(), CError>) -> NcclResult {
-    static LOG: std::sync::Once = std::sync::Once::new();
-    LOG.call_once(crate::logging::init);
-    match catch_unwind(AssertUnwindSafe(f)) {
+    note_comm_name(None);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        init_logging();
+        f()
+    }));
+    match r {
         Ok(Ok(())) => SUCCESS,
         Ok(Err(e)) => {
             if e.code != IN_PROGRESS {
-                set_last(&e.message);
+                let name = COMM_NAME.try_with(|n| n.borrow().clone()).ok().flatten();
+                match name {
+                    Some(n) if !e.message.contains(&format!("\"{n}\"")) => {
+                        set_last(&format!("{} (communicator \"{n}\")", e.message))
+                    }
+                    _ => set_last(&e.message),
+                }
             }
             e.code
         }
         Err(p) => {
-            let what = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            set_last(&format!("{op}: internal error (please report it): {what}"));
+            set_last(&format!(
+                "{op}: internal error (please report it): {}",
+                panic_text(&*p)
+            ));
             INTERNAL_ERROR
+        }
+    }
+}
+
+/// As [`guard`] for the entry points that return a value instead of an `ncclResult_t`
+/// (`ncclGetErrorString`, `ncclGetLastError`, `ncclLLA2ACalcSlots`, the team helpers): a
+/// panic returns `fallback` and records the last error (if the thread can still hold one).
+pub fn guard_value<T>(op: &'static str, fallback: T, f: impl FnOnce() -> T) -> T {
+    match catch_unwind(AssertUnwindSafe(|| {
+        init_logging();
+        f()
+    })) {
+        Ok(v) => v,
+        Err(p) => {
+            let msg = format!("{op}: internal error (please report it): {}", panic_text(&*p));
+            let _ = catch_unwind(AssertUnwindSafe(|| set_last(&msg)));
+            fallback
         }
     }
 }

@@ -1,6 +1,11 @@
 //! `ncclGroupStart` / `ncclGroupEnd` / `ncclGroupSimulateEnd` over [`crate::group`], plus
 //! what the C ABI adds to a group:
 //!
+//! - **Queued collectives.** A collective called inside a group is checked (arguments,
+//!   operator, scalar) when called and launched at the outermost `ncclGroupEnd`, before the
+//!   group's sends and receives, in call order, as NCCL launches a group. The outermost
+//!   `ncclGroupSimulateEnd` launches nothing: it drops the group's collectives and sends and
+//!   receives and reports their estimated time ([`crate::coll::cost`]).
 //! - **Deferred host collectives.** Inits, splits, window registrations and finalizes called
 //!   inside a group start at once on a background thread and are joined at the outermost
 //!   `ncclGroupEnd`, so one thread can drive every rank (`ncclCommInitRank` for each rank
@@ -19,6 +24,14 @@ use super::error::CError;
 use super::handle::CComm;
 use crate::backend::{Backend, BackendKind, Stream};
 
+/// A collective called inside a group, waiting for the outermost group end.
+pub(crate) struct QueuedColl {
+    /// Launches it (on the CPU backend, records its stream as [`launched`] does).
+    pub launch: Box<dyn FnOnce() -> Result<(), CError>>,
+    /// The communicator rank it runs on, and its estimated microseconds.
+    pub estimate: (u64, f64),
+}
+
 /// Work a group waits for at its end.
 pub(crate) enum Deferred {
     /// A communicator whose init or split runs in the background.
@@ -33,6 +46,8 @@ struct CGroup {
     deferred: Vec<Deferred>,
     /// CPU-backend streams launched on in this group (synchronized at its end).
     touched: Vec<(Arc<dyn Backend>, Stream)>,
+    /// Collectives called in this group, launched at its end.
+    colls: Vec<QueuedColl>,
 }
 
 thread_local! {
@@ -47,6 +62,11 @@ pub(crate) fn in_group() -> bool {
 pub(crate) fn start() {
     crate::group::group_start();
     GROUP.with(|g| g.borrow_mut().depth += 1);
+}
+
+/// Queue a collective in this thread's group (the caller checked [`in_group`]).
+pub(crate) fn queue(q: QueuedColl) {
+    GROUP.with(|g| g.borrow_mut().colls.push(q));
 }
 
 /// Add `d` to this thread's group (the caller checked [`in_group`]).
@@ -93,27 +113,37 @@ pub(crate) fn launched(backend: &Arc<dyn Backend>, stream: &Stream) -> Result<()
     Ok(())
 }
 
-/// `ncclGroupEnd`: at the outermost level, launch the group's sends and receives, wait for
-/// its deferred host collectives and (CPU backend) its operations. The first error wins;
-/// everything is attempted.
-pub(crate) fn end() -> Result<(), CError> {
-    let outer = GROUP.with(|g| {
+/// The collectives queued in the group if the group being closed is the outermost one
+/// (left in the group, at depth 1, while they launch: their CPU streams are recorded).
+fn take_colls(op: &'static str) -> Result<Vec<QueuedColl>, CError> {
+    GROUP.with(|g| {
         let mut g = g.borrow_mut();
-        if g.depth == 0 {
-            return Err(CError::usage(
-                "ncclGroupEnd",
-                "no group is open on this thread (ncclGroupEnd without ncclGroupStart)",
-            ));
+        match g.depth {
+            0 => Err(CError::usage(
+                op,
+                format!("no group is open on this thread ({op} without ncclGroupStart)"),
+            )),
+            1 => Ok(std::mem::take(&mut g.colls)),
+            _ => Ok(Vec::new()),
         }
+    })
+}
+
+/// Close one level; at the outermost, hand over what the group waits for.
+type Closed = Option<(Vec<Deferred>, Vec<(Arc<dyn Backend>, Stream)>)>;
+
+fn close_level() -> Closed {
+    GROUP.with(|g| {
+        let mut g = g.borrow_mut();
         g.depth -= 1;
-        Ok((g.depth == 0).then(|| (std::mem::take(&mut g.deferred), std::mem::take(&mut g.touched))))
-    })?;
-    let mut first: Option<CError> = None;
-    if let Err(e) = crate::group::group_end() {
-        first.get_or_insert(e.into());
-    }
-    let Some((deferred, touched)) = outer else {
-        return first.map_or(Ok(()), Err);
+        (g.depth == 0).then(|| (std::mem::take(&mut g.deferred), std::mem::take(&mut g.touched)))
+    })
+}
+
+/// Wait for a closed group's host collectives and (CPU backend) its streams.
+fn wait_closed(closed: Closed, first: &mut Option<CError>) {
+    let Some((deferred, touched)) = closed else {
+        return;
     };
     for d in deferred {
         let r = match d {
@@ -134,5 +164,53 @@ pub(crate) fn end() -> Result<(), CError> {
             first.get_or_insert(e.into());
         }
     }
+}
+
+/// `ncclGroupEnd`: at the outermost level, launch the group's collectives, then its sends
+/// and receives, wait for its deferred host collectives and (CPU backend) its operations.
+/// The first error wins; everything is attempted.
+pub(crate) fn end() -> Result<(), CError> {
+    let colls = take_colls("ncclGroupEnd")?;
+    let mut first: Option<CError> = None;
+    for q in colls {
+        if let Err(e) = (q.launch)() {
+            first.get_or_insert(e);
+        }
+    }
+    let closed = close_level();
+    if let Err(e) = crate::group::group_end() {
+        first.get_or_insert(e.into());
+    }
+    wait_closed(closed, &mut first);
     first.map_or(Ok(()), Err)
+}
+
+/// `ncclGroupSimulateEnd`: at the outermost level, drop the group's collectives and sends
+/// and receives (nothing is launched) and return their estimated time in microseconds
+/// ([`crate::coll::cost::group_us`]); host collectives called in the group (inits, splits,
+/// registrations) still complete, as they do at `ncclGroupEnd`. At an inner level it only
+/// closes that level (`None`: no estimate).
+pub(crate) fn simulate_end() -> Result<Option<f64>, CError> {
+    const OP: &str = "ncclGroupSimulateEnd";
+    let colls = take_colls(OP)?;
+    let outer = GROUP.with(|g| g.borrow().depth == 1);
+    let mut estimates: Vec<(u64, f64)> = colls.into_iter().map(|q| q.estimate).collect();
+    let closed = close_level();
+    let mut first: Option<CError> = None;
+    match crate::group::group_discard_end() {
+        Ok(dropped) => estimates.extend(dropped.iter().map(|d| {
+            (
+                d.rank_key,
+                crate::coll::cost::p2p_us(d.backend, d.bytes, d.spanning),
+            )
+        })),
+        Err(e) => {
+            first.get_or_insert(e.into());
+        }
+    }
+    wait_closed(closed, &mut first);
+    if let Some(e) = first {
+        return Err(e);
+    }
+    Ok(outer.then(|| crate::coll::cost::group_us(&estimates)))
 }

@@ -123,7 +123,7 @@ impl CComm {
         if handle == 0 {
             return Err(CError::arg(op, "comm is NULL"));
         }
-        lock(&COMMS)
+        let c = lock(&COMMS)
             .as_ref()
             .and_then(|m| m.get(&handle).cloned())
             .ok_or_else(|| {
@@ -131,7 +131,10 @@ impl CComm {
                     op,
                     format!("comm {handle:#x} is not a communicator (destroyed already, or never made by ncclCommInit*)"),
                 )
-            })
+            })?;
+        // Errors of this call name the communicator by its commName.
+        super::error::note_comm_name(c.name.as_deref());
+        Ok(c)
     }
 
     /// Forget the handle (later calls with it are refused) and return what it held.

@@ -1,7 +1,7 @@
 //! Unique ids and the communicator lifecycle: `ncclGetUniqueId`, `ncclCommInitRank*`,
 //! `ncclCommInitAll`, `ncclCommSplit`, `ncclCommFinalize`, `ncclCommDestroy`,
-//! `ncclCommAbort`, `ncclCommRevoke`, `ncclCommGetAsyncError`, the rank queries, and the
-//! calls oxccl refuses with a reason (`ncclCommShrink`, `ncclCommGrow`, suspension).
+//! `ncclCommShrink`, `ncclCommAbort`, `ncclCommRevoke`, `ncclCommGetAsyncError`, the rank
+//! queries, and the calls oxccl refuses with a reason (`ncclCommGrow`, suspension).
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -12,7 +12,7 @@ use super::group::{self, Deferred};
 use super::handle::{CComm, CWin, State};
 use super::types::*;
 use crate::bootstrap::{self, Root, UniqueId};
-use crate::comm::{Comm, Config};
+use crate::comm::{Comm, Config, ShrinkMode};
 
 /// `ncclComm_t`.
 pub type NcclComm = *mut c_void;
@@ -20,11 +20,25 @@ pub type NcclComm = *mut c_void;
 /// Roots of ids made here: each serves its rendezvous until it completes or times out.
 static ROOTS: Mutex<Vec<Root>> = Mutex::new(Vec::new());
 
+/// oxccl's [`Config`] for a caller's parsed `ncclConfig_t`: the defaults with the fields the
+/// caller set (`blocking`, `commName`, `minCTAs`, `maxCTAs`; `NCCL_MAX_CTAS` /
+/// `OXCCL_MAX_BLOCKS` in the environment win over `maxCTAs`, as NCCL's environment wins
+/// over its config). `splitShare`, `shrinkShare` and the fields without an oxccl meaning
+/// change nothing (README, C ABI section).
 fn config_for(parsed: &ParsedConfig) -> Config {
     let mut c = Config::default();
     if let Some(b) = parsed.blocking {
         c.blocking = b;
     }
+    if let Some(m) = parsed.max_ctas {
+        if crate::settings::max_blocks() == 0 {
+            c.max_blocks = m;
+        }
+    }
+    if let Some(m) = parsed.min_ctas {
+        c.min_blocks = m;
+    }
+    c.name = parsed.name.clone();
     c
 }
 
@@ -66,8 +80,9 @@ unsafe fn init_rank(
     let (n, r) = (nranks as u32, rank as u32);
     tracing::info!(
         target: "oxccl::capi",
-        "{op}: rank {r} of {n} on device {device}, {}",
-        if blocking { "blocking" } else { "non-blocking" }
+        "{op}: rank {r} of {n} on device {device}, {}{}",
+        if blocking { "blocking" } else { "non-blocking" },
+        parsed.name.as_deref().map(|n| format!(", communicator \"{n}\"")).unwrap_or_default()
     );
     if group::in_group() || !blocking {
         config.blocking = false;
@@ -218,6 +233,8 @@ api! {
             Some(config_for(&unsafe { parse_config(OP, config) }?))
         };
         let blocking = cfg.as_ref().unwrap_or(parent.config()).blocking;
+        // The child's name: the config's commName, or the parent's with a NULL config.
+        let name = cfg.as_ref().map_or_else(|| cc.name.clone(), |c| c.name.clone());
         let color = (color != SPLIT_NOCOLOR).then_some(color as u32);
         let background = group::in_group() || !blocking;
         tracing::info!(
@@ -231,7 +248,7 @@ api! {
         unsafe { newcomm.write(std::ptr::null_mut()) };
         if !background {
             if let Some(c) = parent.split(color, key, cfg)? {
-                let h = CComm::ready(c, cc.name.clone(), blocking);
+                let h = CComm::ready(c, name, blocking);
                 // SAFETY: checked non-null.
                 unsafe { newcomm.write(handle_ptr(&h)) };
             }
@@ -242,7 +259,7 @@ api! {
         let h = parent.start_split(color, key, Some(bg));
         match color {
             Some(_) => {
-                let c = CComm::pending_split(h, cc.name.clone(), blocking);
+                let c = CComm::pending_split(h, name, blocking);
                 // SAFETY: checked non-null.
                 unsafe { newcomm.write(handle_ptr(&c)) };
                 if group::in_group() {
@@ -437,6 +454,12 @@ fn refuse(op: &'static str, comm: NcclComm, why: &str) -> Result<(), CError> {
 }
 
 api! {
+    /// Called by the surviving ranks only (excluded ones may be dead and never call): a new
+    /// communicator of the survivors, ranked in parent-rank order ([`Comm::shrink`]).
+    /// `NCCL_SHRINK_ABORT` aborts the parent's kernels first (its collectives then fail; the
+    /// parent is left revoked); `NCCL_SHRINK_DEFAULT` expects none in flight. A NULL config
+    /// inherits the parent's. In a group or with a non-blocking config the shrink runs in the
+    /// background, like a split.
     fn ncclCommShrink / pncclCommShrink(
         comm: NcclComm,
         exclude: *mut c_int,
@@ -445,13 +468,78 @@ api! {
         config: *mut NcclConfig,
         flags: c_int,
     ) {
-        let _ = (exclude, n_exclude, newcomm, config, flags);
-        refuse(
-            "ncclCommShrink",
-            comm,
-            "not supported by oxccl: its communicators are rebuilt by ncclCommSplit (every rank of the parent \
-             calls it; excluded ranks pass NCCL_SPLIT_NOCOLOR) or by a new ncclCommInitRank among the survivors",
-        )
+        const OP: &str = "ncclCommShrink";
+        let cc = CComm::get(OP, super::key(comm))?;
+        if newcomm.is_null() {
+            return Err(CError::arg(OP, "newcomm is NULL"));
+        }
+        // SAFETY: checked non-null.
+        unsafe { newcomm.write(std::ptr::null_mut()) };
+        let n = usize::try_from(n_exclude)
+            .map_err(|_| CError::arg(OP, format!("excludeRanksCount {n_exclude} is negative")))?;
+        if n > 0 && exclude.is_null() {
+            return Err(CError::arg(OP, format!("excludeRanksList is NULL with excludeRanksCount {n}")));
+        }
+        let mode = match flags {
+            SHRINK_DEFAULT => ShrinkMode::Default,
+            SHRINK_ABORT => ShrinkMode::Abort,
+            f => {
+                return Err(CError::arg(
+                    OP,
+                    format!("shrinkFlags {f:#x} is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)"),
+                ))
+            }
+        };
+        let parent = cc.comm_even_revoked(OP)?;
+        let mut list = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: caller contract: `n` ints.
+            let q = unsafe { *exclude.add(i) };
+            list.push(u32::try_from(q).map_err(|_| {
+                CError::arg(OP, format!("excludeRanksList[{i}] = {q} is negative"))
+            })?);
+        }
+        let cfg = if config.is_null() {
+            None
+        } else {
+            // SAFETY: caller contract.
+            Some(config_for(&unsafe { parse_config(OP, config) }?))
+        };
+        let blocking = cfg.as_ref().unwrap_or(parent.config()).blocking;
+        let name = cfg.as_ref().map_or_else(|| cc.name.clone(), |c| c.name.clone());
+        let background = group::in_group() || !blocking;
+        tracing::info!(
+            target: "oxccl::capi",
+            "{OP}: parent rank {} of {}, excluding {list:?}, {mode:?}, {}",
+            parent.rank(),
+            parent.count(),
+            if background { "in the background" } else { "blocking" }
+        );
+        if mode == ShrinkMode::Abort {
+            // The parent's work is aborted: refuse new operations on it, as after a revoke.
+            cc.revoked.store(true, Ordering::Release);
+        }
+        if !background {
+            let c = parent.shrink(&list, mode, cfg)?;
+            let h = CComm::ready(c, name, blocking);
+            // SAFETY: checked non-null.
+            unsafe { newcomm.write(handle_ptr(&h)) };
+            return Ok(());
+        }
+        let mut bg = cfg.unwrap_or_else(|| parent.config().clone());
+        bg.blocking = false;
+        let h = parent.start_shrink(&list, mode, Some(bg));
+        let c = CComm::pending_init(h, name, blocking);
+        // SAFETY: checked non-null.
+        unsafe { newcomm.write(handle_ptr(&c)) };
+        if group::in_group() {
+            group::defer(Deferred::Comm(c));
+        }
+        if blocking {
+            Ok(())
+        } else {
+            Err(CError::in_progress(OP))
+        }
     }
 }
 

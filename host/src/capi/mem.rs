@@ -65,6 +65,9 @@ api! {
         if (buff as u64).checked_add(size as u64).is_none() {
             return Err(CError::arg(OP, "the buffer wraps around the address space"));
         }
+        if handle.is_null() {
+            return Err(CError::arg(OP, "handle is NULL"));
+        }
         let h = super::handle::next_handle();
         cc.regs.lock().unwrap_or_else(|p| p.into_inner()).insert(h, (buff as u64, size));
         // SAFETY: caller contract.

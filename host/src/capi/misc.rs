@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use super::coll::CudaStream;
-use super::error::{last_ptr, put, CError};
+use super::error::{guard_value, last_ptr, put, CError};
 use super::group;
 use super::handle::CComm;
 use super::init::NcclComm;
@@ -23,7 +23,9 @@ api! {
 /// A static string for each result code.
 #[no_mangle]
 pub extern "C" fn ncclGetErrorString(result: NcclResult) -> *const c_char {
-    error_string(result).as_ptr()
+    guard_value("ncclGetErrorString", c"unknown result code".as_ptr(), || {
+        error_string(result).as_ptr()
+    })
 }
 
 /// `ncclGetErrorString` under its profiling name.
@@ -37,7 +39,7 @@ pub extern "C" fn pncclGetErrorString(result: NcclResult) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn ncclGetLastError(comm: NcclComm) -> *const c_char {
     let _ = comm;
-    last_ptr()
+    guard_value("ncclGetLastError", c"".as_ptr(), last_ptr)
 }
 
 /// `ncclGetLastError` under its profiling name.
@@ -46,13 +48,24 @@ pub extern "C" fn pncclGetLastError(comm: NcclComm) -> *const c_char {
     ncclGetLastError(comm)
 }
 
-/// Logging reads `NCCL_DEBUG`/`OXCCL_LOG` once per process; there is nothing to reset.
+/// Re-reads `NCCL_DEBUG`, `NCCL_DEBUG_SUBSYS` (and `RUST_LOG`, which wins) and applies them
+/// to oxccl's log filter from now on, as NCCL re-reads its debug settings. When another
+/// `tracing` subscriber owns the process (one installed before oxccl's first call), its
+/// filter is left alone.
 #[no_mangle]
-pub extern "C" fn ncclResetDebugInit() {}
+pub extern "C" fn ncclResetDebugInit() {
+    guard_value("ncclResetDebugInit", (), || {
+        if !crate::logging::reload() {
+            tracing::debug!(target: "oxccl::capi", "ncclResetDebugInit: logging is not oxccl's; nothing reloaded");
+        }
+    })
+}
 
 /// `ncclResetDebugInit` under its profiling name.
 #[no_mangle]
-pub extern "C" fn pncclResetDebugInit() {}
+pub extern "C" fn pncclResetDebugInit() {
+    ncclResetDebugInit()
+}
 
 api! {
     fn ncclGroupStart / pncclGroupStart() {
@@ -68,21 +81,46 @@ api! {
 }
 
 api! {
-    /// Checks the group's nesting and reports no time estimate (`estimatedTime` stays
-    /// NCCL_UNDEF_FLOAT, -1): oxccl's tuner does not simulate groups. The group ends as with
-    /// `ncclGroupEnd` (NCCL's simulation also consumes the group's calls).
+    /// Ends the group without launching anything: at the outermost level the collectives and
+    /// sends/receives called in it are dropped and `simInfo->estimatedTime` gets their
+    /// estimated time in microseconds (oxccl's cost model, `crate::coll::cost`: per
+    /// operation the tuner's algorithm and protocol, latency plus bus bytes over bandwidth;
+    /// a communicator rank's operations add up, ranks run in parallel). Inits, splits and
+    /// registrations called in the group complete as at `ncclGroupEnd`. An inner level only
+    /// closes (`simInfo` untouched). At the outermost level a `simInfo` that is NULL or
+    /// not from `NCCL_SIM_INFO_INITIALIZER` is `ncclInvalidArgument`, and the group still
+    /// ends with nothing launched.
     fn ncclGroupSimulateEnd / pncclGroupSimulateEnd(info: *mut NcclSimInfo) {
         const OP: &str = "ncclGroupSimulateEnd";
-        if !info.is_null() {
-            // SAFETY: non-null; the header is in every version of the struct.
-            let magic = unsafe { std::ptr::read_unaligned((info as *const u8).add(8) as *const c_uint) };
+        // Checked before the group ends, reported after (the group ends either way).
+        let bad = if info.is_null() {
+            Some("simInfo is NULL".to_string())
+        } else {
+            // SAFETY: non-null; the header (size, magic) is in every version of the struct.
+            let (size, magic) = unsafe {
+                (
+                    std::ptr::read_unaligned(info as *const usize),
+                    std::ptr::read_unaligned((info as *const u8).add(8) as *const c_uint),
+                )
+            };
             if magic != SIM_INFO_MAGIC {
-                return Err(CError::arg(OP, "simInfo is not initialized (use NCCL_SIM_INFO_INITIALIZER)"));
+                Some(format!("simInfo's magic is {magic:#x}, not {SIM_INFO_MAGIC:#x} (initialize it with NCCL_SIM_INFO_INITIALIZER)"))
+            } else if size < std::mem::size_of::<NcclSimInfo>() {
+                Some(format!("simInfo's size is {size}, smaller than the {} bytes of ncclSimInfo_t", std::mem::size_of::<NcclSimInfo>()))
+            } else {
+                None
             }
-            // SAFETY: as above; `estimatedTime` is in every version.
-            unsafe { std::ptr::write_unaligned(std::ptr::addr_of_mut!((*info).estimated_time), -1.0) };
+        };
+        let Some(us) = group::simulate_end()? else {
+            return Ok(()); // an inner level: closed, simInfo not read (as NCCL)
+        };
+        if let Some(why) = bad {
+            return Err(CError::arg(OP, format!("{why}; the group ended with nothing launched")));
         }
-        group::end()
+        tracing::debug!(target: "oxccl::capi", "{OP}: estimated {us:.1} us, nothing launched");
+        // SAFETY: checked non-null, initialized, of at least our size.
+        unsafe { std::ptr::write_unaligned(std::ptr::addr_of_mut!((*info).estimated_time), us as f32) };
+        Ok(())
     }
 }
 

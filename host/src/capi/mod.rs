@@ -10,7 +10,9 @@
 //!   backend): [`group`].
 //! - Entry points: [`init`] (ids, communicators), [`coll`] (collectives, send/recv,
 //!   operators), [`mem`] (`ncclMemAlloc`, registration, windows), [`devapi`] (the host side
-//!   of the Device API), [`requirements`] (its resource-requirement helpers), [`misc`] (version, strings, one-sided calls oxccl refuses).
+//!   of the Device API; NCCL's requirements layout read by `devreqs`), [`requirements`]
+//!   (its resource-requirement helpers), [`misc`] (version, strings, groups' simulation,
+//!   one-sided calls oxccl refuses).
 //!
 //! One backend serves the process: the GPU when a driver and a device are present, else the
 //! CPU (`OXCCL_BACKEND=cpu` forces it), as [`crate::backend::auto`] decides. On the GPU a
@@ -47,6 +49,7 @@ macro_rules! api {
 
 pub mod coll;
 pub mod devapi;
+pub(crate) mod devreqs;
 pub mod error;
 pub(crate) mod group;
 pub(crate) mod handle;
@@ -89,3 +92,6 @@ pub(crate) fn current_device(b: &dyn Backend) -> Result<usize, error::CError> {
 pub(crate) fn key<T>(p: *const T) -> usize {
     p as usize
 }
+
+#[cfg(test)]
+mod tests;

@@ -139,17 +139,19 @@ api! {
 /// negative arguments or a result beyond `int`, with the last error saying which).
 #[no_mangle]
 pub extern "C" fn ncclLLA2ACalcSlots(max_elts: c_int, max_elt_size: c_int) -> c_int {
-    if max_elts < 0 || max_elt_size < 0 {
-        super::error::set_last(&format!(
-            "ncclLLA2ACalcSlots: maxElts {max_elts} or maxEltSize {max_elt_size} is negative"
-        ));
-        return -1;
-    }
-    c_int::try_from(lla2a_slots(max_elts.into(), max_elt_size.into())).unwrap_or_else(|_| {
-        super::error::set_last(&format!(
-            "ncclLLA2ACalcSlots: {max_elts} elements of {max_elt_size} bytes need more than INT_MAX slots"
-        ));
-        -1
+    super::error::guard_value("ncclLLA2ACalcSlots", -1, || {
+        if max_elts < 0 || max_elt_size < 0 {
+            super::error::set_last(&format!(
+                "ncclLLA2ACalcSlots: maxElts {max_elts} or maxEltSize {max_elt_size} is negative"
+            ));
+            return -1;
+        }
+        c_int::try_from(lla2a_slots(max_elts.into(), max_elt_size.into())).unwrap_or_else(|_| {
+            super::error::set_last(&format!(
+                "ncclLLA2ACalcSlots: {max_elts} elements of {max_elt_size} bytes need more than INT_MAX slots"
+            ));
+            -1
+        })
     })
 }
 

@@ -32,6 +32,9 @@ pub const SIM_INFO_MAGIC: c_uint = 0x7468_5283;
 pub const UNDEF_INT: c_int = c_int::MIN;
 /// `NCCL_SPLIT_NOCOLOR`.
 pub const SPLIT_NOCOLOR: c_int = -1;
+/// `NCCL_SHRINK_DEFAULT` / `NCCL_SHRINK_ABORT`.
+pub const SHRINK_DEFAULT: c_int = 0;
+pub const SHRINK_ABORT: c_int = 1;
 /// `ncclNumOps`: the first value of operators made by `ncclRedOpCreatePreMulSum`.
 pub const NUM_OPS: c_int = 5;
 /// `ncclScalarDevice` / `ncclScalarHostImmediate`.
@@ -92,13 +95,21 @@ pub struct NcclSimInfo {
     pub estimated_time: f32,
 }
 
-/// The fields of a caller's `ncclConfig_t` oxccl acts on, after parsing.
+/// The fields of a caller's `ncclConfig_t` oxccl acts on, after parsing (`None`: unset).
+/// The others are validated and have no effect (see README's C ABI section).
 #[derive(Clone, Debug, Default)]
 pub struct ParsedConfig {
-    /// `blocking` (`None`: unset, the environment's default).
+    /// `blocking` (unset: the environment's default, `NCCL_COMM_BLOCKING`).
     pub blocking: Option<bool>,
-    /// `commName`, for logs.
+    /// `commName`, for logs and error messages.
     pub name: Option<String>,
+    /// `minCTAs` / `maxCTAs`: floor and cap of the blocks per rank per collective.
+    pub min_ctas: Option<u32>,
+    pub max_ctas: Option<u32>,
+    /// `splitShare` / `shrinkShare`: accepted; oxccl never shares resources between a
+    /// parent and a child communicator.
+    pub split_share: Option<bool>,
+    pub shrink_share: Option<bool>,
 }
 
 /// The NCCL version (as `NCCL_VERSION(X,Y,Z)` codes) from which each field is read: a
@@ -257,6 +268,10 @@ pub unsafe fn parse_config(op: &'static str, cfg: *const NcclConfig) -> Result<P
     Ok(ParsedConfig {
         blocking: set(own.blocking).then_some(own.blocking == 1),
         name,
+        min_ctas: set(own.min_ctas).then_some(own.min_ctas as u32),
+        max_ctas: set(own.max_ctas).then_some(own.max_ctas as u32),
+        split_share: set(own.split_share).then_some(own.split_share == 1),
+        shrink_share: set(own.shrink_share).then_some(own.shrink_share == 1),
     })
 }
 
@@ -328,6 +343,16 @@ mod tests {
         let p = unsafe { parse_config("t", &c) }.unwrap();
         assert_eq!(p.blocking, Some(false));
         assert_eq!(p.name.as_deref(), Some("pg0"));
+        assert_eq!((p.min_ctas, p.max_ctas, p.split_share), (None, None, None));
+        c.min_ctas = 2;
+        c.max_ctas = 6;
+        c.split_share = 1;
+        // SAFETY: as above.
+        let p = unsafe { parse_config("t", &c) }.unwrap();
+        assert_eq!(
+            (p.min_ctas, p.max_ctas, p.split_share),
+            (Some(2), Some(6), Some(true))
+        );
         c.max_ctas = 0;
         // SAFETY: as above.
         let e = unsafe { parse_config("t", &c) }.unwrap_err();

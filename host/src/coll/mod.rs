@@ -16,6 +16,7 @@ mod all_gather_v;
 mod all_reduce;
 mod all_to_all;
 mod broadcast;
+pub mod cost;
 mod gather;
 mod launch;
 mod reduce;
@@ -129,16 +130,14 @@ impl Comm {
     /// one 8-byte line per thread where the device holds that many blocks at once.
     pub fn ll_grid(&self, bytes: u64, dtype: DataType) -> Grid {
         let b = &self.group.backend;
-        let mut max = b.max_blocks_per_rank(self.group.ranks_per_device, dtype);
-        let cap = crate::settings::max_blocks();
-        if cap > 0 {
-            max = max.min(cap);
-        }
+        let (lo, hi) = self
+            .config()
+            .block_range(b.max_blocks_per_rank(self.group.ranks_per_device, dtype));
         let threads = b.block_threads();
         let blocks = match b.kind() {
-            crate::backend::BackendKind::Cpu => max,
+            crate::backend::BackendKind::Cpu => hi,
             crate::backend::BackendKind::Gpu => {
-                (bytes.div_ceil(8).div_ceil(threads as u64) as u32).clamp(1, max.max(1))
+                (bytes.div_ceil(8).div_ceil(threads as u64) as u32).clamp(lo, hi)
             }
         };
         Grid { blocks, threads }
@@ -164,16 +163,13 @@ impl Comm {
     }
 
     /// `bytes` spread over blocks of at least [`GPU_BYTES_PER_BLOCK`] (all `max` on the CPU),
-    /// at most `max` (and `OXCCL_MAX_BLOCKS`).
-    fn grid_within(&self, bytes: u64, mut max: u32) -> Grid {
+    /// within the config's floor and cap ([`crate::Config::block_range`]).
+    fn grid_within(&self, bytes: u64, max: u32) -> Grid {
         let b = &self.group.backend;
-        let cap = crate::settings::max_blocks();
-        if cap > 0 {
-            max = max.min(cap);
-        }
+        let (lo, hi) = self.config().block_range(max);
         let blocks = match b.kind() {
-            crate::backend::BackendKind::Cpu => max,
-            crate::backend::BackendKind::Gpu => (bytes.div_ceil(GPU_BYTES_PER_BLOCK) as u32).clamp(1, max),
+            crate::backend::BackendKind::Cpu => hi,
+            crate::backend::BackendKind::Gpu => (bytes.div_ceil(GPU_BYTES_PER_BLOCK) as u32).clamp(lo, hi),
         };
         Grid {
             blocks,

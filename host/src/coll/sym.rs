@@ -316,8 +316,9 @@ impl Comm {
             self.group
                 .backend
                 .max_sym_blocks_per_rank(self.group.ranks_per_device, choice.proto, dtype);
+        let (lo, hi) = self.config().block_range(max);
         let grid = Grid {
-            blocks: super::sym_table::ctas(choice, payload, max, crate::settings::sym_ctas()),
+            blocks: super::sym_table::ctas(choice, payload, hi, crate::settings::sym_ctas()).max(lo),
             threads: self.group.backend.block_threads(),
         };
         tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), ?grid, "launch symmetric");

@@ -7,6 +7,12 @@
 //!   is itself waiting).
 //! - Communicators made by `Comm::init_all` share one in-process [`Rendezvous`].
 //!
+//! Besides the exchanges, [`Control::send_to`] / [`Control::recv_from`] pass point-to-point
+//! messages among a subset of the ranks (`Comm::shrink`: the survivors meet without the
+//! excluded ranks), tagged apart from the exchanges ([`Control::next_subset_tag`]: one
+//! sequence per subset, so that ranks left out of one subset exchange still agree with the
+//! others on the tags of the next subset they are part of).
+//!
 //! Exchanges are collective: every rank makes them in the same order. Each has a deadline
 //! (the bootstrap timeout, `OXCCL_BOOTSTRAP_TIMEOUT_MS`) and honours an abort flag. An
 //! exchange that failed (timed out, aborted) leaves the channel unusable, since the ranks no
@@ -27,6 +33,26 @@ use crate::error::{Error, Result};
 /// number (far above any tag a caller of `Bootstrap::send` picks by hand).
 const TAG_BASE: u64 = 0x6f78_6374_6c00_0000; // "oxctl"
 
+/// Tags of point-to-point messages among a subset of the ranks: these top 16 bits ("os",
+/// never those of [`TAG_BASE`]), then 48 bits of the subset's hash plus its sequence number.
+const SUBSET_TAG_TOP: u64 = 0x6f73 << 48;
+
+/// FNV-1a of a subset's key (its ranks, or what defines it).
+fn subset_hash(key: &[u32]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in key {
+        for b in v.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Sequence numbers of subset exchanges, per subset hash.
+#[derive(Default)]
+pub(crate) struct SubsetSeq(std::sync::Mutex<std::collections::HashMap<u64, u64>>);
+
 /// How one rank reaches the others on the host.
 pub(crate) enum Control {
     /// This rank's bootstrap (communicators from `Comm::init_rank`).
@@ -39,12 +65,16 @@ pub(crate) enum Control {
         /// The job's secret (from its unique id): authenticates descriptor passing between
         /// the ranks' processes after init (window registration, `crate::window`).
         secret: [u8; 16],
+        /// Subset exchanges made so far, per subset hash.
+        subset_seq: SubsetSeq,
     },
     /// The group's rendezvous (communicators from `Comm::init_all`), with the bootstrap
     /// settings for the communicators split from it.
     Local {
         rdv: Arc<Rendezvous>,
         config: bootstrap::Config,
+        /// Subset exchanges made so far, per subset hash.
+        subset_seq: SubsetSeq,
     },
 }
 
@@ -56,6 +86,74 @@ impl Control {
             seq: AtomicU64::new(0),
             broken: AtomicBool::new(false),
             secret,
+            subset_seq: SubsetSeq::default(),
+        }
+    }
+
+    /// The channel of one rank of an in-process group sharing `rdv`.
+    pub fn local(rdv: Arc<Rendezvous>, config: bootstrap::Config) -> Self {
+        Control::Local {
+            rdv,
+            config,
+            subset_seq: SubsetSeq::default(),
+        }
+    }
+
+    /// The tag of this rank's next exchange among the subset `key` identifies (e.g. its
+    /// excluded ranks): every rank of that subset takes the tags of its exchanges in the same
+    /// order, whatever other subsets it was or was not part of.
+    pub fn next_subset_tag(&self, key: &[u32]) -> u64 {
+        let seqs = match self {
+            Control::Bootstrap { subset_seq, .. } | Control::Local { subset_seq, .. } => subset_seq,
+        };
+        let h = subset_hash(key);
+        let mut m = seqs.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(h).or_insert(0);
+        let seq = *n;
+        *n += 1;
+        SUBSET_TAG_TOP | (h.wrapping_add(seq) & ((1 << 48) - 1))
+    }
+
+    /// Send `blob` to rank `peer` under `tag` (a subset exchange's; does not wait for the
+    /// peer to receive it, except for connecting to it on the bootstrap).
+    pub fn send_to(&self, op: &'static str, rank: u32, peer: u32, tag: u64, blob: &[u8]) -> Result<()> {
+        match self {
+            Control::Local { rdv, .. } => rdv.post(rank, peer, tag, blob),
+            Control::Bootstrap { boot, .. } => boot.send(peer, tag, blob).map_err(|source| match source {
+                BootstrapError::Aborted { .. } => Error::Aborted { op, rank },
+                source => Error::Control { op, rank, source },
+            }),
+        }
+    }
+
+    /// The message rank `peer` sent this rank under `tag`, waiting at most
+    /// [`Control::timeout`] ([`Error::ControlTimeout`] naming `peer`) unless `abort` is
+    /// raised ([`Error::Aborted`]).
+    pub fn recv_from(
+        &self,
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        tag: u64,
+        abort: &AbortFlag,
+    ) -> Result<Vec<u8>> {
+        let timeout = self.timeout();
+        let deadline = Instant::now() + timeout;
+        match self {
+            Control::Local { rdv, .. } => rdv.take(op, rank, peer, tag, deadline, timeout, abort),
+            Control::Bootstrap { boot, .. } => {
+                boot.recv_until(op, peer, tag, deadline, abort)
+                    .map_err(|source| match source {
+                        BootstrapError::Aborted { .. } => Error::Aborted { op, rank },
+                        BootstrapError::Timeout { .. } => Error::ControlTimeout {
+                            op,
+                            rank,
+                            missing: vec![peer],
+                            timeout,
+                        },
+                        source => Error::Control { op, rank, source },
+                    })
+            }
         }
     }
 

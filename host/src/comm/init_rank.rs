@@ -185,7 +185,7 @@ impl Comm {
                 backend: backend.kind().name(),
             });
         }
-        let _span = tracing::info_span!(target: "oxccl::init", "init_rank", rank, nranks).entered();
+        let _span = tracing::info_span!(target: "oxccl::init", "init_rank", rank, nranks, comm = config.name.as_deref().unwrap_or("")).entered();
         let n = nranks as usize;
         let tuning = config.overrides()?;
         let ll = config.ll_capacity();

@@ -49,6 +49,17 @@ pub struct Config {
     pub algo: Option<String>,
     /// Allowed protocols, `NCCL_PROTO` syntax (default: the environment's).
     pub proto: Option<String>,
+    /// Cap on the blocks (NCCL's CTAs) each rank launches per collective or send/recv group
+    /// (NCCL's `maxCTAs`; 0 = the backend's limit). Default: `OXCCL_MAX_BLOCKS`, else
+    /// `NCCL_MAX_CTAS`. Must be equal on every rank (launch grids must match).
+    pub max_blocks: u32,
+    /// Floor on the blocks each rank launches per collective on the GPU (NCCL's `minCTAs`;
+    /// at most the cap; default 1). The CPU backend always runs its `OXCCL_CPU_BLOCKS`
+    /// threads (within the cap). Must be equal on every rank.
+    pub min_blocks: u32,
+    /// A name for the communicator (NCCL's `commName`), shown in its log lines; communicators
+    /// split or shrunk from it keep it unless their config names them.
+    pub name: Option<String>,
 }
 
 impl Default for Config {
@@ -60,11 +71,25 @@ impl Default for Config {
             ll_max_bytes: crate::settings::ll_max_bytes(),
             algo: crate::settings::algo_env(),
             proto: crate::settings::proto_env(),
+            max_blocks: crate::settings::max_blocks(),
+            min_blocks: 1,
+            name: None,
         }
     }
 }
 
 impl Config {
+    /// The blocks per rank a launch may use given the backend's limit `backend_max`: the
+    /// floor and the cap of [`Config::min_blocks`] / [`Config::max_blocks`] applied (at
+    /// least 1 block; the floor never above the cap).
+    pub fn block_range(&self, backend_max: u32) -> (u32, u32) {
+        let mut hi = backend_max.max(1);
+        if self.max_blocks > 0 {
+            hi = hi.min(self.max_blocks);
+        }
+        (self.min_blocks.clamp(1, hi), hi)
+    }
+
     /// The LL capacity as used (see [`Config::ll_max_bytes`]).
     pub fn ll_capacity(&self) -> usize {
         crate::settings::ll_capacity(self.ll_max_bytes)
@@ -94,11 +119,13 @@ mod lifecycle;
 pub mod nonblocking;
 mod rendezvous;
 pub(crate) mod segment;
+mod shrink;
 mod split;
 mod streams;
 
 pub(crate) use init_rank::process_token;
 pub use nonblocking::InitHandle;
+pub use shrink::ShrinkMode;
 
 use control::Control;
 use rendezvous::Rendezvous;
@@ -371,7 +398,7 @@ impl Comm {
             }
         }
         let _span =
-            tracing::info_span!(target: "oxccl::init", "init_all", nranks = n, backend = %backend.kind())
+            tracing::info_span!(target: "oxccl::init", "init_all", nranks = n, backend = %backend.kind(), comm = config.name.as_deref().unwrap_or(""))
                 .entered();
         let tuning = config.overrides()?;
         let ll = config.ll_capacity();
@@ -446,10 +473,7 @@ impl Comm {
         let boot = boot.clone().with_abort(None);
         Ok((0..n)
             .map(|rank| {
-                let control = Control::Local {
-                    rdv: rdv.clone(),
-                    config: boot.clone(),
-                };
+                let control = Control::local(rdv.clone(), boot.clone());
                 Comm::new(group.clone(), rank as u32, n as u32, control)
             })
             .collect())
@@ -620,5 +644,26 @@ impl Comm {
             // u32::MAX: a record being written right now.
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::Config;
+
+    #[test]
+    fn block_range_applies_the_cap_and_floor() {
+        let c = |min_blocks, max_blocks| Config {
+            min_blocks,
+            max_blocks,
+            ..Config::default()
+        };
+        assert_eq!(c(1, 0).block_range(32), (1, 32));
+        assert_eq!(c(1, 4).block_range(32), (1, 4));
+        assert_eq!(c(8, 0).block_range(32), (8, 32));
+        // The floor never exceeds the cap; at least one block.
+        assert_eq!(c(8, 4).block_range(32), (4, 4));
+        assert_eq!(c(0, 0).block_range(0), (1, 1));
+        assert_eq!(c(3, 100).block_range(2), (2, 2));
     }
 }

@@ -1,5 +1,6 @@
 //! Non-blocking communicator creation (NCCL's `blocking = 0` config): `Comm::start_init_all`,
-//! `Comm::start_init_rank` and `Comm::start_split` return an [`InitHandle`] at once.
+//! `Comm::start_init_rank`, `Comm::start_split` and `Comm::start_shrink` return an
+//! [`InitHandle`] at once.
 //!
 //! In NCCL the communicator handle itself comes back at once and `ncclCommGetAsyncError`
 //! reports `ncclInProgress` until it is ready; the Rust shape of that is a handle that owns
@@ -19,6 +20,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::shrink::ShrinkMode;
 use super::split::Parent;
 use super::{Comm, Config};
 use crate::abort::AbortFlag;
@@ -294,5 +296,29 @@ impl Comm {
         InitHandle::start("split", self.rank, blocking, AbortFlag::new(), move |abort| {
             parent?.split(color, key, config, abort)
         })
+    }
+
+    /// [`Comm::shrink`] as NCCL's non-blocking `ncclCommShrink`: see [`InitHandle`]. The
+    /// checks and, with [`ShrinkMode::Abort`], the abort of this communicator's kernels run
+    /// on the calling thread; the rendezvous and init follow `config`'s `blocking` if given,
+    /// else this communicator's. Aborting the handle aborts this rank's part only.
+    pub fn start_shrink(
+        &self,
+        exclude: &[u32],
+        mode: ShrinkMode,
+        config: Option<Config>,
+    ) -> InitHandle<Comm> {
+        let blocking = config.as_ref().unwrap_or(&self.group.config).blocking;
+        let prepared = self.prepare_shrink(exclude, mode);
+        InitHandle::start(
+            super::shrink::OP,
+            self.rank,
+            blocking,
+            AbortFlag::new(),
+            move |abort| {
+                let (parent, plan) = prepared?;
+                parent.shrink(&plan, config, abort)
+            },
+        )
     }
 }

@@ -13,7 +13,14 @@
 //! to pass its deadline marks the round failed with the ranks that never arrived; the other
 //! waiters of that round report the same ranks, and the rendezvous refuses later rounds (the
 //! ranks no longer agree on which round is which).
+//!
+//! Besides the rounds, a mailbox carries point-to-point messages among some of the ranks
+//! (`Comm::shrink`, whose excluded ranks never take part): [`Rendezvous::post`] leaves a
+//! message for one rank under a tag, [`Rendezvous::take`] waits for it with a deadline and
+//! the abort flags. The mailbox is independent of the rounds (a failed round does not
+//! stop it).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +33,9 @@ pub(crate) struct Rendezvous {
     abort: AbortFlag,
     state: Mutex<State>,
     cv: Condvar,
+    /// Point-to-point messages by (tag, from, to).
+    mail: Mutex<HashMap<(u64, u32, u32), Vec<u8>>>,
+    mail_cv: Condvar,
 }
 
 struct State {
@@ -63,6 +73,63 @@ impl Rendezvous {
                 failed: None,
             }),
             cv: Condvar::new(),
+            mail: Mutex::default(),
+            mail_cv: Condvar::new(),
+        }
+    }
+
+    /// Leave `blob` for rank `to` under `tag` (from rank `from`).
+    pub fn post(&self, from: u32, to: u32, tag: u64, blob: &[u8]) -> Result<()> {
+        if to >= self.nranks {
+            return Err(Error::InvalidArgument {
+                op: "rendezvous post",
+                rank: from,
+                what: format!("peer {to} is not below nranks {}", self.nranks),
+            });
+        }
+        let mut m = self.mail.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert((tag, from, to), blob.to_vec());
+        self.mail_cv.notify_all();
+        Ok(())
+    }
+
+    /// The message rank `from` left for rank `to` under `tag`, waiting until `deadline`
+    /// ([`Error::ControlTimeout`] naming `from`; `timeout` is what the message reports)
+    /// unless `abort` or the group's flag is raised ([`Error::Aborted`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn take(
+        &self,
+        op: &'static str,
+        to: u32,
+        from: u32,
+        tag: u64,
+        deadline: Instant,
+        timeout: Duration,
+        abort: &AbortFlag,
+    ) -> Result<Vec<u8>> {
+        let mut m = self.mail.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(b) = m.remove(&(tag, from, to)) {
+                return Ok(b);
+            }
+            if abort.is_raised() || self.abort.is_raised() {
+                return Err(Error::Aborted { op, rank: to });
+            }
+            let rest = deadline.saturating_duration_since(Instant::now());
+            if rest.is_zero() {
+                tracing::warn!(target: "oxccl::init", op, rank = to, peer = from, "host message timed out");
+                return Err(Error::ControlTimeout {
+                    op,
+                    rank: to,
+                    missing: vec![from],
+                    timeout,
+                });
+            }
+            m = self
+                .mail_cv
+                .wait_timeout(m, rest.min(abort::POLL))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -266,6 +333,31 @@ mod tests {
         let res = rdv.all_gather("test", 0, b"x", LONG, &mine);
         assert!(matches!(res, Err(Error::Aborted { rank: 0, .. })), "{res:?}");
         assert!(!rdv.abort_flag().is_raised());
+    }
+
+    #[test]
+    fn mailbox_passes_messages_times_out_naming_the_sender_and_aborts() {
+        let rdv = Arc::new(Rendezvous::new(3, AbortFlag::new()));
+        let flag = AbortFlag::new();
+        let r2 = rdv.clone();
+        let waiter = std::thread::spawn(move || {
+            let f = AbortFlag::new();
+            r2.take("test", 2, 0, 7, Instant::now() + LONG, LONG, &f)
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        rdv.post(0, 2, 7, b"id").unwrap();
+        assert_eq!(waiter.join().unwrap().unwrap(), b"id".to_vec());
+        let short = Duration::from_millis(50);
+        match rdv.take("test", 1, 0, 8, Instant::now() + short, short, &flag) {
+            Err(Error::ControlTimeout { rank: 1, missing, .. }) => assert_eq!(missing, vec![0]),
+            other => panic!("expected a timeout naming rank 0, got {other:?}"),
+        }
+        flag.raise();
+        let t0 = Instant::now();
+        let res = rdv.take("test", 1, 0, 9, Instant::now() + LONG, LONG, &flag);
+        assert!(matches!(res, Err(Error::Aborted { rank: 1, .. })), "{res:?}");
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        assert!(rdv.post(0, 3, 1, b"").is_err());
     }
 
     #[test]

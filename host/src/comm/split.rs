@@ -82,11 +82,11 @@ fn place(records: &[SplitRecord], me: u32) -> Option<Place> {
 /// What a split needs of its parent rank, owned, so that a pending split can run on its own
 /// thread while the parent stays usable.
 pub(crate) struct Parent {
-    group: Arc<Group>,
-    control: Arc<Control>,
-    rank: u32,
-    nranks: u32,
-    device: usize,
+    pub(super) group: Arc<Group>,
+    pub(super) control: Arc<Control>,
+    pub(super) rank: u32,
+    pub(super) nranks: u32,
+    pub(super) device: usize,
 }
 
 impl Parent {

@@ -11,7 +11,8 @@
  *   send/recv (count 0 with NULL buffers is fine), counts that are negative numbers cast to
  *   size_t (every collective and element size), data type 99 and -1, operator 99 and -1,
  *   an operator destroyed or made for another type, roots and peers out of range, bad
- *   ncclRedOpCreatePreMulSum/ncclRedOpDestroy arguments, ncclGroupEnd without a group;
+ *   ncclRedOpCreatePreMulSum/ncclRedOpDestroy arguments, ncclGroupEnd without a group,
+ *   bad ncclCommShrink arguments (and a shrink that excludes nobody);
  * - after ncclCommFinalize: collectives are ncclInvalidUsage; after ncclCommDestroy:
  *   every call with the stale handle is ncclInvalidArgument, destroying it again too.
  *
@@ -157,7 +158,7 @@ static void stale_or_null(ncclComm_t c, const char *needle) {
   EXPECT(ARG, needle, ncclCommRegister(c, buf, sizeof buf, &h));
   EXPECT(ARG, needle, ncclCommDeregister(c, buf));
   EXPECT(ARG, needle, ncclCommRevoke(c, 0));
-  /* Refused calls check the communicator first. */
+  /* Shrink and the refused calls check the communicator first. */
   EXPECT(ARG, needle, ncclCommShrink(c, NULL, 0, &nc, NULL, 0));
   EXPECT(ARG, needle, ncclCommSuspend(c, 0));
   EXPECT(ARG, needle, ncclCommResume(c));
@@ -301,8 +302,29 @@ static void live_errors(ncclComm_t c) {
   EXPECT(ARG, "NULL", ncclCommSplit(c, 0, 0, NULL, NULL));
   EXPECT(ARG, "color", ncclCommSplit(c, -7, 0, &nc, NULL));
 
+  /* Shrink: bad arguments, then a shrink that excludes nobody (a one-rank copy). */
+  {
+    int self = 0, out_of_range = 5, twice[2] = {3, 3};
+    ncclComm_t sc = NULL;
+    int32_t x = 5, y = 0;
+    EXPECT(ARG, "newcomm", ncclCommShrink(c, NULL, 0, NULL, NULL, NCCL_SHRINK_DEFAULT));
+    EXPECT(ARG, "negative", ncclCommShrink(c, NULL, -1, &nc, NULL, NCCL_SHRINK_DEFAULT));
+    EXPECT(ARG, "excludeRanksList", ncclCommShrink(c, NULL, 1, &nc, NULL, NCCL_SHRINK_DEFAULT));
+    EXPECT(ARG, "shrinkFlags", ncclCommShrink(c, NULL, 0, &nc, NULL, 7));
+    EXPECT(ARG, "must not call", ncclCommShrink(c, &self, 1, &nc, NULL, NCCL_SHRINK_DEFAULT));
+    EXPECT(ARG, "not below", ncclCommShrink(c, &out_of_range, 1, &nc, NULL, NCCL_SHRINK_DEFAULT));
+    EXPECT(ARG, "not below", ncclCommShrink(c, twice, 2, &nc, NULL, NCCL_SHRINK_DEFAULT));
+    EXPECT(OK, NULL, ncclCommShrink(c, NULL, 0, &sc, NULL, NCCL_SHRINK_DEFAULT));
+    if (!sc || sc == c)
+      fail(-1, "ncclCommShrink excluding nobody gave comm %p (parent %p)", (void *)sc, (void *)c);
+    CHECK(-1, sc, ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, sc, STREAM));
+    if (y != 5)
+      fail(-1, "all-reduce on the shrunk communicator gave %d", (int)y);
+    CHECK(-1, sc, ncclCommDestroy(sc));
+    g_checks++;
+  }
+
   /* Unsupported calls: ncclInvalidUsage with a reason. */
-  EXPECT(USAGE, "not supported", ncclCommShrink(c, NULL, 0, &nc, NULL, 0));
   EXPECT(USAGE, "not supported", ncclCommGetUniqueId(c, NULL));
   EXPECT(USAGE, "not supported", ncclCommSuspend(c, 0));
   EXPECT(USAGE, "not supported", ncclCommMemStats(c, ncclStatGpuMemTotal, NULL));

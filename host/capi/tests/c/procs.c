@@ -1,11 +1,12 @@
 /* Ranks as processes: the parent fork()s NRANKS children before touching the library
  * (it never calls it: no library thread exists at fork time); child 0 calls ncclGetUniqueId
  * and passes the id through a pipe to the others; every child calls ncclCommInitRank and
- * runs all-reduce (sum out of place, max in place), all-gather, broadcast (rotating root)
- * and a send/recv ring in a group, for int32, float32, bfloat16, int64 and uint8 and counts
- * 0, 1, 7, 65537 and 262147 (1 MiB of 4-byte elements; those two types only), each output
- * element checked against the host reference and each output poisoned first. Then
- * finalize and destroy. The parent waits for all of them with a 60 s alarm, kills the rest
+ * runs every collective: all-reduce (sum out of place, max in place), all-gather,
+ * broadcast, reduce (sum), reduce-scatter (sum), ncclAlltoAll, gather and scatter (roots
+ * rotating), and a send/recv ring in a group, for int32, float32, bfloat16, int64 and uint8
+ * and counts 0, 1, 7, 65537 and 262147 (1 MiB of 4-byte elements; those two types only),
+ * each output element checked against the host reference, each output poisoned first and
+ * each input checked unchanged. Then finalize and destroy. The parent waits for all of them with a 60 s alarm, kills the rest
  * on the first failure or on the alarm, and fails unless every child exited 0.
  *
  * usage: procs NRANKS (1..8) */
@@ -19,9 +20,22 @@ static int g_n, g_rank;
 static unsigned long g_cases, g_checked;
 static pid_t g_pids[MAX_RANKS];
 
-enum coll { ALLREDUCE_SUM, ALLREDUCE_MAX_INPLACE, ALLGATHER, BROADCAST, RING, NUM_COLLS };
+enum coll {
+  ALLREDUCE_SUM,
+  ALLREDUCE_MAX_INPLACE,
+  ALLGATHER,
+  BROADCAST,
+  RING,
+  REDUCE,
+  REDUCESCATTER,
+  ALLTOALL,
+  GATHER,
+  SCATTER,
+  NUM_COLLS
+};
 static const char *const NAMES[NUM_COLLS] = {"allreduce sum", "allreduce max in-place", "allgather", "broadcast",
-                                             "sendrecv ring"};
+                                             "sendrecv ring", "reduce sum", "reducescatter sum", "alltoall",
+                                             "gather", "scatter"};
 
 static void read_all(int fd, void *buf, size_t len) {
   unsigned char *p = buf;
@@ -51,16 +65,22 @@ static void write_all(int fd, const void *buf, size_t len) {
 
 static void one_case(ncclComm_t comm, enum coll c, ncclDataType_t t, size_t count, uint64_t seed, int root) {
   int r = g_rank, n = g_n, q;
-  size_t es = type_size(t), bytes = count * es, nb = (size_t)n * bytes, out = c == ALLGATHER ? nb : bytes, i;
-  enum domain d = c == ALLREDUCE_SUM ? DOM_SUM : DOM_ANY;
-  ncclRedOp_t red = c == ALLREDUCE_SUM ? ncclSum : ncclMax;
-  unsigned char *send = alloc_poisoned(bytes), *recv;
+  size_t es = type_size(t), bytes = count * es, nb = (size_t)n * bytes, i;
+  /* Elements of the input, bytes of the output (NCCL's counts: per rank, or per block). */
+  size_t in_elems = (c == REDUCESCATTER || c == ALLTOALL || c == SCATTER) ? (size_t)n * count : count;
+  size_t out = (c == ALLGATHER || c == ALLTOALL || c == GATHER) ? nb : bytes;
+  int summed = c == ALLREDUCE_SUM || c == REDUCE || c == REDUCESCATTER;
+  enum domain d = summed ? DOM_SUM : DOM_ANY;
+  ncclRedOp_t red = summed ? ncclSum : ncclMax;
+  unsigned char *send = alloc_poisoned(in_elems * es), *recv;
   uint64_t rs[MAX_RANKS];
   char why[200];
 
   set_stage(r, "%s %s count=%zu root=%d", NAMES[c], type_name(t), count, root);
-  fill_data(t, d, seed, r, send, 0, count);
+  fill_data(t, d, seed, r, send, 0, in_elems);
   recv = c == ALLREDUCE_MAX_INPLACE ? send : alloc_poisoned(out);
+  for (q = 0; q < n; q++)
+    rs[q] = rank_seed(seed, q);
   switch (c) {
   case ALLREDUCE_SUM:
   case ALLREDUCE_MAX_INPLACE: CHECK(r, comm, ncclAllReduce(send, recv, count, t, red, comm, STREAM)); break;
@@ -72,23 +92,45 @@ static void one_case(ncclComm_t comm, enum coll c, ncclDataType_t t, size_t coun
     CHECK(r, comm, ncclSend(send, count, t, (r + 1) % n, comm, STREAM));
     CHECK(r, comm, ncclGroupEnd());
     break;
+  case REDUCE: CHECK(r, comm, ncclReduce(send, recv, count, t, red, root, comm, STREAM)); break;
+  case REDUCESCATTER: CHECK(r, comm, ncclReduceScatter(send, recv, count, t, red, comm, STREAM)); break;
+  case ALLTOALL: CHECK(r, comm, ncclAlltoAll(send, recv, count, t, comm, STREAM)); break;
+  case GATHER: CHECK(r, comm, ncclGather(send, recv, count, t, root, comm, STREAM)); break;
+  case SCATTER: CHECK(r, comm, ncclScatter(send, recv, count, t, root, comm, STREAM)); break;
   default: break;
   }
   switch (c) {
   case ALLREDUCE_SUM:
   case ALLREDUCE_MAX_INPLACE:
-    for (q = 0; q < n; q++)
-      rs[q] = rank_seed(seed, q);
+  case REDUCE:
+  case REDUCESCATTER:
+    if (c == REDUCE && r != root)
+      break; /* only the root's recvbuff is written */
     for (i = 0; i < count; i++) {
-      int64_t ref = ref_reduce(t, red, 0, rs, n, i);
+      /* Reduce-scatter: this rank's block of every rank's input. */
+      size_t at = c == REDUCESCATTER ? (size_t)r * count + i : i;
+      int64_t ref = ref_reduce(t, red, 0, rs, n, at);
       if (!check_reduced(t, red, n, ref, recv, i, why, sizeof why))
         fail(r, "%s %s count=%zu: element %zu: %s", NAMES[c], type_name(t), count, i, why);
     }
     break;
   case ALLGATHER:
+  case GATHER:
+    if (c == GATHER && r != root)
+      break;
     for (q = 0; q < n; q++)
       if (!check_data(t, d, seed, q, recv + (size_t)q * bytes, 0, count, why, sizeof why))
         fail(r, "%s %s count=%zu: block %d: %s", NAMES[c], type_name(t), count, q, why);
+    break;
+  case ALLTOALL:
+    /* Block q: block r of rank q's input. */
+    for (q = 0; q < n; q++)
+      if (!check_data(t, d, seed, q, recv + (size_t)q * bytes, (size_t)r * count, count, why, sizeof why))
+        fail(r, "%s %s count=%zu: block %d: %s", NAMES[c], type_name(t), count, q, why);
+    break;
+  case SCATTER:
+    if (!check_data(t, d, seed, root, recv, (size_t)r * count, count, why, sizeof why))
+      fail(r, "%s %s count=%zu root=%d: %s", NAMES[c], type_name(t), count, root, why);
     break;
   case BROADCAST:
   case RING:
@@ -99,10 +141,12 @@ static void one_case(ncclComm_t comm, enum coll c, ncclDataType_t t, size_t coun
   }
   if (first_unpoisoned(recv, out, out + GUARD) != out + GUARD)
     fail(r, "%s %s count=%zu: bytes past the end of recvbuff were written", NAMES[c], type_name(t), count);
-  if (recv != send && !check_data(t, d, seed, r, send, 0, count, why, sizeof why))
+  if (recv != send && !check_data(t, d, seed, r, send, 0, in_elems, why, sizeof why))
     fail(r, "%s %s count=%zu: sendbuff changed: %s", NAMES[c], type_name(t), count, why);
   g_cases++;
-  g_checked += c == ALLGATHER ? (size_t)n * count : count;
+  g_checked += (c == ALLGATHER || c == ALLTOALL || (c == GATHER && r == root)) ? (size_t)n * count
+               : (c == REDUCE || c == GATHER) && r != root                      ? 0
+                                                                                 : count;
   if (recv != send)
     free(recv);
   free(send);
