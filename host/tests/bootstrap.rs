@@ -225,6 +225,12 @@ fn garbage_does_not_crash_or_hang_listeners() {
         strays.push(s);
     }
     strays.push(TcpStream::connect(id.root_addr()).unwrap());
+    // Each stray is judged on its own handshake thread: wait (boundedly) until the two that
+    // sent bytes were refused, so that the report taken at the rendezvous counts them.
+    let t0 = Instant::now();
+    while root.refused_so_far() < 2 && t0.elapsed() < Duration::from_secs(10) {
+        thread::sleep(Duration::from_millis(5));
+    }
     let n = 3;
     let ranks: Vec<_> = (0..n)
         .map(|r| {

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -92,6 +92,8 @@ pub struct RootReport {
 pub struct Root {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// Connections refused so far (the report's `rejected`, counted live).
+    refused: Arc<AtomicUsize>,
     thread: Option<JoinHandle<Result<RootReport>>>,
 }
 
@@ -99,6 +101,13 @@ impl Root {
     /// The address ranks connect to.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Connections the root has refused so far (each handshake is judged on its own thread,
+    /// so a stray connection may be refused before or after the rendezvous completes; the
+    /// report of [`Root::wait`] lists those refused before).
+    pub fn refused_so_far(&self) -> usize {
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// Whether the root finished (table sent, timed out or stopped).
@@ -138,14 +147,17 @@ pub fn start(ip: IpAddr, secret: [u8; 16], timeout: Duration) -> Result<Root> {
         })?;
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let refused2 = refused.clone();
     let thread = std::thread::Builder::new()
         .name("oxccl-bootstrap-root".into())
-        .spawn(move || run(listener, addr, secret, timeout, &stop2))
+        .spawn(move || run(listener, addr, secret, timeout, &stop2, &refused2))
         .map_err(|source| BootstrapError::Spawn { what: "root", source })?;
     tracing::info!(%addr, "bootstrap root listening");
     Ok(Root {
         addr,
         stop,
+        refused,
         thread: Some(thread),
     })
 }
@@ -171,6 +183,7 @@ fn run(
     secret: [u8; 16],
     timeout: Duration,
     stop: &AtomicBool,
+    refused_count: &AtomicUsize,
 ) -> Result<RootReport> {
     let (tx, rx) = mpsc::channel::<Handshaken>();
     let created = Instant::now();
@@ -230,6 +243,7 @@ fn run(
             if let Some(why) = refused {
                 tracing::warn!(%addr, %from, "bootstrap root: refused a connection: {why}");
                 report.rejected.push((from, why));
+                refused_count.fetch_add(1, Ordering::Relaxed);
             }
         }
         if rv.complete() {
