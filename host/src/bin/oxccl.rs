@@ -253,7 +253,7 @@ struct SymCheckArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "auto,simple-oneshot,simple-twoshot,ll,lamport"
+        default_value = "auto,simple-oneshot,simple-twoshot,ll,lamport,ll-twoshot,lamport-twoshot"
     )]
     settings: Vec<String>,
     /// Operations back to back per case (fresh data each).
@@ -525,8 +525,10 @@ fn tuner_table(a: &TunerArgs) -> Result<(), String> {
         );
         let mut b = 8u64;
         while b <= max {
-            let name =
-                |k| oxccl::coll::sym::choose(k, b, ll_max, &setting, spans).map_or("classic", |c| c.name());
+            let name = |k| {
+                oxccl::coll::sym::choose(k, b, dt, a.ranks, ll_max, &setting, spans)
+                    .map_or("classic", |c| c.name())
+            };
             println!(
                 "{:>10} {:>24} {:>24} {:>24}",
                 fmt_bytes(b as usize),
@@ -824,7 +826,7 @@ fn perf_table(
                 fmt_bytes(size),
                 count,
                 if bufs.is_some() {
-                    sym_choice_name(r, coll, (count * dt.size()) as u64)
+                    sym_choice_name(r, coll, count, dt)
                 } else if coll == Coll::AllReduce {
                     choice_name(r, dt, size)
                 } else if coll == Coll::SendRecv {
@@ -1022,7 +1024,7 @@ fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
                                 );
                                 bufs.release(&r).and(k)
                             });
-                            let name = sym_choice_name(&r, coll, (count * dt.size()) as u64);
+                            let name = sym_choice_name(&r, coll, count, dt);
                             match res {
                                 Ok(k) => {
                                     passed += 1;
@@ -1058,14 +1060,14 @@ fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
     }
 }
 
-fn sym_choice_name(r: &Ranks, coll: Coll, payload: u64) -> String {
+fn sym_choice_name(r: &Ranks, coll: Coll, count: usize, dt: DataType) -> String {
     let kind = match coll {
         Coll::AllGather => oxccl_device::abi::SYM_KIND_ALL_GATHER,
         Coll::ReduceScatter => oxccl_device::abi::SYM_KIND_REDUCE_SCATTER,
         _ => oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT,
     };
     r.comms[0]
-        .sym_choice(kind, payload)
+        .sym_choice(kind, (count * dt.size()) as u64, dt)
         .map_or("classic (not sym)".into(), |c| c.name().to_string())
 }
 
