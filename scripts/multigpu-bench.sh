@@ -27,7 +27,8 @@
 #   big      every collective at 16 MiB per rank (bf16, f32 sum)
 #   procs    the check matrix (f32, bf16, i8, f64 x sum, max, premulsum, counts 0 to
 #            1000003) with one process per GPU (per rank)
-#   sym      every symmetric kernel (auto, simple-oneshot, simple-twoshot, ll, lamport) x
+#   sym      every symmetric kernel (auto, simple-oneshot, simple-twoshot, ll, lamport,
+#            ll-twoshot, lamport-twoshot) x
 #            all_reduce / all_gather / reduce_scatter on registered windows, one process
 #            (sym, sym-large), then one process per rank (sym-procs)
 #   graph    all-reduces captured into CUDA graphs (one graph per GPU) and replayed
@@ -190,7 +191,7 @@ run)
         mps_off
     fi
     if has sym; then
-        # Every symmetric kernel (the five OXCCL_SYM settings) x all_reduce, all_gather,
+        # Every symmetric kernel (the seven OXCCL_SYM settings) x all_reduce, all_gather,
         # reduce_scatter x f32, bf16, i32, f8e4m3 x sum, max; 1000003 elements for bf16 sum
         # only (on one H200 8 ranks took 152 s for that count over the whole matrix).
         if [ "$quick" = 1 ]; then

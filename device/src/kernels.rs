@@ -101,12 +101,12 @@ macro_rules! dtype_names {
 /// by [`DataType`] value.
 pub const SYM_SIMPLE_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_simple_");
 
-/// PTX entry names of the LL symmetric kernels (one-shot all-reduce, all-gather,
-/// reduce-scatter), indexed by [`DataType`] value.
+/// PTX entry names of the LL symmetric kernels (every `SYM_KIND_*`), indexed by
+/// [`DataType`] value.
 pub const SYM_LL_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_ll_");
 
-/// PTX entry names of the Lamport symmetric kernels (one-shot all-reduce, all-gather,
-/// reduce-scatter), indexed by [`DataType`] value.
+/// PTX entry names of the Lamport symmetric kernels (every `SYM_KIND_*`), indexed by
+/// [`DataType`] value.
 pub const SYM_LAMPORT_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_lamport_");
 
 /// PTX entry name of the kernel that poisons a Lamport scratch area once (`SymInitArgs`).

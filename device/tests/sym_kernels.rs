@@ -375,29 +375,40 @@ fn check_reduced(dt: DataType, op: RedOp, xs: &[&[u8]], got: &[u8], sf: f64, si:
 
 const OUT_POISON: u8 = 0xA5;
 
-/// Fill inputs, poison outputs, run, check against the reference.
+/// Elements of a rank's input for `o` on `n` ranks.
+fn in_elems(o: &Op, n: u32) -> usize {
+    if o.kind == SYM_KIND_REDUCE_SCATTER {
+        n as usize * o.count as usize
+    } else {
+        o.count as usize
+    }
+}
+
+/// Fill inputs with random data, poison outputs, run, check against the reference.
 fn run_checked(c: &mut Comm, o: &Op, rng: &mut Rng, in_place: bool) {
+    let inputs: Vec<Vec<u8>> = (0..c.n)
+        .map(|_| {
+            (0..in_elems(o, c.n))
+                .flat_map(|_| random_elem(rng, o.dtype, o.op))
+                .collect()
+        })
+        .collect();
+    run_checked_on(c, o, &inputs, in_place);
+}
+
+/// Fill `inputs`, poison outputs, run, check against the reference; the all-reduces must
+/// leave the same bits on every rank.
+fn run_checked_on(c: &mut Comm, o: &Op, inputs: &[Vec<u8>], in_place: bool) {
     let n = c.n;
     let sz = o.dtype.size();
     let cnt = o.count as usize;
-    let in_elems = if o.kind == SYM_KIND_REDUCE_SCATTER {
-        n as usize * cnt
-    } else {
-        cnt
-    };
+    let in_elems = in_elems(o, n);
     let out_elems = if o.kind == SYM_KIND_ALL_GATHER {
         n as usize * cnt
     } else {
         cnt
     };
     assert!(!in_place || o.kind <= SYM_KIND_ALL_REDUCE_TWO_SHOT);
-    let inputs: Vec<Vec<u8>> = (0..n)
-        .map(|_| {
-            (0..in_elems)
-                .flat_map(|_| random_elem(rng, o.dtype, o.op))
-                .collect()
-        })
-        .collect();
     for r in 0..n {
         c.recv.bytes(r, o.recv_off, out_elems * sz).fill(OUT_POISON);
         c.send
@@ -412,9 +423,21 @@ fn run_checked(c: &mut Comm, o: &Op, rng: &mut Rng, in_place: bool) {
         recv_off: if in_place { o.send_off } else { o.recv_off },
         ..*o
     };
+    let mut first_out: Option<Vec<u8>> = None;
     for r in 0..n {
         let win = if in_place { &mut c.send } else { &mut c.recv };
         let out = win.bytes(r, o3.recv_off, out_elems * sz).to_vec();
+        if o.kind <= SYM_KIND_ALL_REDUCE_TWO_SHOT {
+            match &first_out {
+                Some(f) => assert!(
+                    *f == out,
+                    "kind {} proto {} n {n} count {cnt}: rank {r}'s result differs from rank 0's",
+                    o.kind,
+                    o.proto
+                ),
+                None => first_out = Some(out.clone()),
+            }
+        }
         for e in 0..out_elems {
             let got = &out[e * sz..(e + 1) * sz];
             let what = format!(
@@ -464,11 +487,13 @@ fn scalar_i(dt: DataType, s: u64) -> i128 {
 
 // ---------------------------------------------------------------- tests
 
-const KINDS: [(u32, u32); 10] = [
+const KINDS: [(u32, u32); 12] = [
     (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_SIMPLE),
     (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LL),
     (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LAMPORT),
     (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE),
+    (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_LL),
+    (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_LAMPORT),
     (SYM_KIND_ALL_GATHER, SYM_PROTO_SIMPLE),
     (SYM_KIND_ALL_GATHER, SYM_PROTO_LL),
     (SYM_KIND_ALL_GATHER, SYM_PROTO_LAMPORT),
@@ -479,14 +504,29 @@ const KINDS: [(u32, u32); 10] = [
 
 const SIZES: [u64; 12] = [0, 1, 2, 3, 7, 8, 13, 16, 31, 61, 127, 257];
 
-fn random_op(rng: &mut Rng, kind: u32, proto: u32, dtype: DataType) -> Op {
+/// The largest count the LL or Lamport kernel of `kind` takes on `n` ranks: the host's
+/// `MAX_BYTES` per rank, or for the two-shot all-reduce exactly the slot's capacity
+/// (`sym_two_shot_lines`: two blocks of a rank's share of the lines).
+fn max_count(kind: u32, proto: u32, dtype: DataType, n: u32) -> u64 {
+    let sz = dtype.size() as u64;
+    if kind != SYM_KIND_ALL_REDUCE_TWO_SHOT {
+        return MAX_BYTES / sz;
+    }
+    let slot = sym_header_line(sym_slot_lines(MAX_BYTES));
+    let max = slot / 2 * n as u64 * sym_line_data(proto, dtype) / sz;
+    let lines = |c| sym_two_shot_lines(c, sz, n, sym_line_data(proto, dtype));
+    assert!(lines(max) <= slot && lines(max + 1) > slot);
+    max
+}
+
+fn random_op(rng: &mut Rng, n: u32, kind: u32, proto: u32, dtype: DataType) -> Op {
     let op = RedOp::ALL[rng.below(6) as usize];
     let scalar = scalar_for(dtype, rng).0;
     let mut count = SIZES[rng.below(SIZES.len() as u64) as usize];
     if proto == SYM_PROTO_SIMPLE && rng.below(4) == 0 {
         count = 500 + rng.below(2500); // bigger, several vectors per thread
     }
-    let max = MAX_BYTES / dtype.size() as u64;
+    let max = max_count(kind, proto, dtype, n);
     if proto != SYM_PROTO_SIMPLE {
         count = count.min(max);
         if rng.below(8) == 0 {
@@ -516,7 +556,7 @@ fn every_kernel_every_dtype_ranks_1_to_8() {
         for (i, &(kind, proto)) in KINDS.iter().enumerate() {
             for k in 0..3 {
                 let dt = DataType::ALL[(i * 3 + k + n as usize) % 12];
-                let o = random_op(&mut rng, kind, proto, dt);
+                let o = random_op(&mut rng, c.n, kind, proto, dt);
                 run_checked(&mut c, &o, &mut rng, false);
             }
         }
@@ -533,7 +573,7 @@ fn every_dtype_and_op_on_four_ranks() {
                 if kind == SYM_KIND_ALL_GATHER && op != RedOp::Sum {
                     continue;
                 }
-                let mut o = random_op(&mut rng, kind, proto, dt);
+                let mut o = random_op(&mut rng, c.n, kind, proto, dt);
                 o.op = op;
                 o.count = o.count.min(61);
                 run_checked(&mut c, &o, &mut rng, false);
@@ -554,7 +594,7 @@ fn device_sequence_slots_make_identical_launches_successive_ops() {
         for _ in 0..90 {
             let (kind, proto) = KINDS[rng.below(KINDS.len() as u64) as usize];
             let dt = DataType::ALL[rng.below(12) as usize];
-            let o = random_op(&mut rng, kind, proto, dt);
+            let o = random_op(&mut rng, c.n, kind, proto, dt);
             run_checked(&mut c, &o, &mut rng, false);
         }
         let st = c.states.as_ref().unwrap();
@@ -573,7 +613,7 @@ fn back_to_back_mixed_protocols_rotate_buffers() {
         for _ in 0..120 {
             let (kind, proto) = KINDS[rng.below(KINDS.len() as u64) as usize];
             let dt = DataType::ALL[rng.below(12) as usize];
-            let o = random_op(&mut rng, kind, proto, dt);
+            let o = random_op(&mut rng, c.n, kind, proto, dt);
             run_checked(&mut c, &o, &mut rng, false);
         }
     }
@@ -584,12 +624,13 @@ fn lamport_back_to_back_varying_sizes() {
     // Large op then small ops: lines the small ops do not rewrite must stay poisoned.
     let mut rng = Rng(99);
     let mut c = Comm::new(3);
-    for it in 0..150 {
+    for it in 0..200 {
         let kind = [
             SYM_KIND_ALL_REDUCE_ONE_SHOT,
             SYM_KIND_ALL_GATHER,
             SYM_KIND_REDUCE_SCATTER,
-        ][it % 3];
+            SYM_KIND_ALL_REDUCE_TWO_SHOT,
+        ][it % 4];
         let dt = [
             DataType::F32,
             DataType::I32,
@@ -597,9 +638,9 @@ fn lamport_back_to_back_varying_sizes() {
             DataType::U8,
             DataType::F64,
         ][it % 5];
-        let mut o = random_op(&mut rng, kind, SYM_PROTO_LAMPORT, dt);
+        let mut o = random_op(&mut rng, c.n, kind, SYM_PROTO_LAMPORT, dt);
         o.count = if it % 7 == 0 {
-            MAX_BYTES / dt.size() as u64
+            max_count(kind, SYM_PROTO_LAMPORT, dt, c.n)
         } else {
             rng.below(40)
         };
@@ -613,12 +654,11 @@ fn all_reduce_in_place() {
     let mut c = Comm::new(4);
     for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
         for kind in [SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT] {
-            if kind == SYM_KIND_ALL_REDUCE_TWO_SHOT && proto != SYM_PROTO_SIMPLE {
-                continue;
-            }
-            for dt in [DataType::F32, DataType::I64, DataType::F16] {
-                let o = random_op(&mut rng, kind, proto, dt);
-                run_checked(&mut c, &o, &mut rng, true);
+            for dt in [DataType::F32, DataType::I64, DataType::F16, DataType::U8] {
+                for _ in 0..3 {
+                    let o = random_op(&mut rng, c.n, kind, proto, dt);
+                    run_checked(&mut c, &o, &mut rng, true);
+                }
             }
         }
     }
@@ -677,6 +717,117 @@ fn lamport_data_equal_to_the_sentinel() {
     }
 }
 
+/// The LL and Lamport two-shot all-reduce on 1..8 ranks, every data type, every operator in
+/// turn, counts of 0, 1, fewer elements than ranks, around the block and line cuts, random,
+/// and the slot's capacity (with one more element refused as a bad argument, reported by
+/// the kernel rather than written past the slot), in place and out of place, several
+/// blocks per rank.
+#[test]
+fn two_shot_every_dtype_ranks_1_to_8() {
+    let mut rng = Rng(0x2517_0712);
+    let mut ops = 0;
+    for n in 1..=8u32 {
+        let mut c = Comm::new(n);
+        for proto in [SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+            for (d, dt) in DataType::ALL.into_iter().enumerate() {
+                let max = max_count(SYM_KIND_ALL_REDUCE_TWO_SHOT, proto, dt, n);
+                // Elements per line, and per block when every block has one line.
+                let per_line = sym_line_data(proto, dt) / dt.size() as u64;
+                let mut counts = vec![
+                    0,
+                    1,
+                    n as u64 - 1,
+                    n as u64 + 1,
+                    per_line * n as u64 + 1,
+                    3 * per_line * n as u64 - 1,
+                    1 + rng.below(max),
+                    max,
+                ];
+                counts.retain(|&k| k <= max);
+                for (i, &count) in counts.iter().enumerate() {
+                    let mut o = random_op(&mut rng, n, SYM_KIND_ALL_REDUCE_TWO_SHOT, proto, dt);
+                    o.count = count;
+                    o.op = RedOp::ALL[(i + d + n as usize) % 6];
+                    run_checked(&mut c, &o, &mut rng, (i + d) % 3 == 0);
+                    ops += 1;
+                }
+            }
+        }
+        // One element past the capacity: every rank refuses it (bad argument: a mismatch
+        // without a peer), nobody waits.
+        let mut o = random_op(
+            &mut rng,
+            n,
+            SYM_KIND_ALL_REDUCE_TWO_SHOT,
+            SYM_PROTO_LL,
+            DataType::F32,
+        );
+        o.count = max_count(o.kind, o.proto, o.dtype, n) + 1;
+        let ranks: Vec<u32> = (0..n).collect();
+        c.run_on(&o, &ranks);
+        for (r, e) in c.errors.iter().enumerate() {
+            assert_eq!((e.code, e.peer), (ERR_MISMATCH, u32::MAX), "rank {r}: {e:?}");
+        }
+    }
+    println!("{ops} two-shot ops checked");
+}
+
+/// Lamport two-shot (and one-shot, and LL) all-reduce on inputs holding the sentinel
+/// patterns of every type, and signalling NaNs that an add quiets into the sentinel
+/// (`0xFFBA_FFFA` becomes `0xFFFA_FFFA` on the host): the two-shot sends reduced values,
+/// which must be canonicalized like inputs, or readers would take them for poison and wait
+/// forever. One rank per element holds the special value; results are checked against the
+/// reference (NaN where a float input is a NaN) and are the same bits on every rank.
+#[test]
+fn all_reduce_on_sentinel_and_quieted_nan_inputs() {
+    let mut rng = Rng(17);
+    let mut c = Comm::new(3);
+    for dt in DataType::ALL {
+        let sz = dt.size();
+        // Elements whose bytes are the Lamport sentinel's, then signalling NaNs that quiet
+        // into it (floats of 16 bits and more).
+        let specials: Vec<Vec<u8>> = match dt {
+            DataType::F32 => vec![
+                0xFFFA_FFFAu32.to_le_bytes().to_vec(),
+                0xFFBA_FFFAu32.to_le_bytes().to_vec(),
+            ],
+            DataType::F64 => vec![
+                0xFFFA_FFFA_0000_0001u64.to_le_bytes().to_vec(),
+                0xFFF2_FFFA_1234_5678u64.to_le_bytes().to_vec(),
+            ],
+            DataType::F16 => vec![vec![0xFA, 0xFF], vec![0xFA, 0xFD]],
+            DataType::Bf16 => vec![vec![0xFA, 0xFF], vec![0xBA, 0xFF]],
+            _ => vec![(0..sz).map(|i| [0xFA, 0xFF][i % 2]).collect()],
+        };
+        let ops: &[RedOp] = if dt.is_float() { &[RedOp::Sum] } else { &RedOp::ALL };
+        for &op in ops {
+            for (kind, proto) in [
+                (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_LAMPORT),
+                (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LAMPORT),
+                (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_LL),
+            ] {
+                let mut o = random_op(&mut rng, 3, kind, proto, dt);
+                o.op = op;
+                o.count = 37;
+                let inputs: Vec<Vec<u8>> = (0..3)
+                    .map(|r| {
+                        (0..o.count as usize)
+                            .flat_map(|e| {
+                                if e % 3 == r {
+                                    specials[e / 3 % specials.len()].clone()
+                                } else {
+                                    random_elem(&mut rng, dt, op)
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                run_checked_on(&mut c, &o, &inputs, false);
+            }
+        }
+    }
+}
+
 /// The LL tag generation wraps every 2^31 ops: start `seq` just before the wrap, with the
 /// mailbox full of stale lines carrying exactly the tags the next generation will use; the
 /// host's reset flag must clear them.
@@ -703,13 +854,14 @@ fn ll_epoch_wrap() {
             }
         }
     }
-    for _ in 0..10 {
+    for _ in 0..12 {
         let kind = [
             SYM_KIND_ALL_REDUCE_ONE_SHOT,
             SYM_KIND_ALL_GATHER,
             SYM_KIND_REDUCE_SCATTER,
-        ][rng.below(3) as usize];
-        let o = random_op(&mut rng, kind, SYM_PROTO_LL, DataType::I32);
+            SYM_KIND_ALL_REDUCE_TWO_SHOT,
+        ][rng.below(4) as usize];
+        let o = random_op(&mut rng, c.n, kind, SYM_PROTO_LL, DataType::I32);
         run_checked(&mut c, &o, &mut rng, false);
     }
     assert!(c.seq > 1 << 31);
@@ -718,11 +870,15 @@ fn ll_epoch_wrap() {
 /// A missing peer: waits time out and name it; a raised abort flag ends waits too.
 #[test]
 fn timeout_and_abort_name_the_peer() {
-    for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+    let kinds = [SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT];
+    for (proto, kind) in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT]
+        .into_iter()
+        .flat_map(|p| kinds.map(|k| (p, k)))
+    {
         let mut c = Comm::new(2);
         c.timeout_ns = 50_000_000;
         let o = Op {
-            kind: SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            kind,
             proto,
             dtype: DataType::F32,
             op: RedOp::Sum,
@@ -737,7 +893,7 @@ fn timeout_and_abort_name_the_peer() {
         assert_eq!(
             (e.code, e.rank, e.peer),
             (ERR_TIMEOUT, 0, 1),
-            "proto {proto}: {e:?}"
+            "proto {proto} kind {kind}: {e:?}"
         );
         let mut c = Comm::new(2);
         *c.abort = 1;
@@ -746,7 +902,7 @@ fn timeout_and_abort_name_the_peer() {
         assert_eq!(
             (e.code, e.rank, e.peer),
             (ERR_ABORTED, 1, 0),
-            "proto {proto}: {e:?}"
+            "proto {proto} kind {kind}: {e:?}"
         );
     }
 }

@@ -79,7 +79,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         name: "OXCCL_SYM",
         default: "auto",
-        help: "collectives on registered windows: auto (symmetric kernels chosen by size), off (never), or force one: simple, simple-oneshot, simple-twoshot, ll, lamport",
+        help: "collectives on registered windows: auto (symmetric kernels chosen by size), off (never), or force one: simple, simple-oneshot, simple-twoshot, ll, lamport (all-reduce one-shot), ll-twoshot, lamport-twoshot (all-reduce two-shot); LL and Lamport past their capacity run Simple",
     },
     Setting {
         name: "OXCCL_SYM_CTAS",

@@ -2,8 +2,9 @@
 //! ranks that call different collectives, counts or data types on window buffers in the
 //! same op get an error naming the peer and both calls, promptly (not at the timeout), and
 //! the failed communicator does no more symmetric work. Each kernel family in turn (LL and
-//! Lamport: header lines; Simple: fingerprints on the entry barrier), forced with
-//! `OXCCL_SYM`; one test function, since the variable is process-wide.
+//! Lamport, one-shot and two-shot: header lines; Simple: fingerprints on the entry barrier),
+//! forced with `OXCCL_SYM`; one test function, since the variable is process-wide (ranks
+//! that run different kernels for the same call set it around their own launch).
 #![allow(clippy::needless_range_loop)] // ranks index parallel vectors
 
 use std::sync::Arc;
@@ -30,6 +31,8 @@ fn ranks(n: usize) -> Ranks {
 enum Call {
     AllReduce(usize, DataType),
     AllGather(usize, DataType),
+    /// An all-reduce launched under another `OXCCL_SYM` than the case's.
+    ForcedAllReduce(usize, DataType, &'static str),
 }
 
 fn launch(r: &Ranks, bufs: &SymBufs, rank: usize, call: Call) {
@@ -40,14 +43,23 @@ fn launch(r: &Ranks, bufs: &SymBufs, rank: usize, call: Call) {
         match call {
             Call::AllReduce(n, dt) => c.all_reduce_raw(b.send, b.recv, n, dt, Op::Sum, s),
             Call::AllGather(n, dt) => c.all_gather_raw(b.send, b.recv, n, dt, s),
+            Call::ForcedAllReduce(n, dt, setting) => {
+                // The kernel is chosen at launch, on this thread.
+                let case = std::env::var("OXCCL_SYM").unwrap();
+                std::env::set_var("OXCCL_SYM", setting);
+                let res = c.all_reduce_raw(b.send, b.recv, n, dt, Op::Sum, s);
+                std::env::set_var("OXCCL_SYM", case);
+                res
+            }
         }
     }
     .unwrap();
 }
 
 /// Run `calls[rank]` on every rank; every rank in `expect` must report a `SymMismatch` with a
-/// peer in `expect[rank]`, the others must report none or a mismatch too.
-fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) {
+/// peer in `expect[rank]`, the others must report none or a mismatch too. Returns the
+/// messages.
+fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) -> Vec<String> {
     let n = calls.len();
     let r = ranks(n);
     let bufs = SymBufs::new(&r, 1 << 14, 1 << 16).unwrap();
@@ -64,6 +76,7 @@ fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) {
         r.comms[rank].backend().synchronize(&r.streams[rank]).unwrap();
     }
     let took = t0.elapsed();
+    let mut msgs = Vec::new();
     for rank in 0..n {
         match r.comms[rank].async_error() {
             Err(Error::SymMismatch {
@@ -83,6 +96,7 @@ fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) {
                 let msg = r.comms[rank].async_error().unwrap_err().to_string();
                 assert!(msg.contains(&format!("rank {peer} called")), "{msg}");
                 eprintln!("{setting}: {msg}");
+                msgs.push(msg);
             }
             other => panic!("{setting} rank {rank} {calls:?}: expected a symmetric mismatch, got {other:?} after {took:?}"),
         }
@@ -96,11 +110,19 @@ fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) {
     assert!(r.sync().is_err());
     assert!(t1.elapsed() < TIMEOUT / 3, "{setting}: {:?}", t1.elapsed());
     bufs.release(&r).unwrap();
+    msgs
 }
 
 #[test]
 fn mismatched_symmetric_calls_are_reported() {
-    for setting in ["ll", "lamport", "simple-oneshot", "simple-twoshot"] {
+    for setting in [
+        "ll",
+        "lamport",
+        "simple-oneshot",
+        "simple-twoshot",
+        "ll-twoshot",
+        "lamport-twoshot",
+    ] {
         std::env::set_var("OXCCL_SYM", setting);
         // Counts differ (the larger side would wait for lines that never come).
         mismatch_case(
@@ -136,6 +158,51 @@ fn mismatched_symmetric_calls_are_reported() {
                 Call::AllReduce(100, DataType::F32),
                 Call::AllReduce(100, DataType::F32),
                 Call::AllReduce(101, DataType::F32),
+            ],
+            &[&[2], &[2], &[0, 1]],
+        );
+    }
+    // One rank runs the two-shot, the other the one-shot of the same all-reduce (the
+    // fingerprints differ in the kind): both name the peer's call and their own.
+    for (two, one) in [("ll-twoshot", "ll"), ("lamport-twoshot", "lamport")] {
+        std::env::set_var("OXCCL_SYM", one);
+        let msgs = mismatch_case(
+            two,
+            &[
+                Call::ForcedAllReduce(300, DataType::F32, two),
+                Call::AllReduce(300, DataType::F32),
+            ],
+            &[&[1], &[0]],
+        );
+        let proto = &one;
+        let (two_name, one_name) = (format!("(sym/{proto} (two-shot))"), format!("(sym/{proto})"));
+        for m in &msgs {
+            assert!(m.contains(&two_name) && m.contains(&one_name), "{m}");
+        }
+        assert!(
+            msgs[0].contains(&format!(
+                "rank 1 called all_reduce of 300 x f32 with sum {one_name}"
+            )),
+            "{}",
+            msgs[0]
+        );
+        assert!(
+            msgs[1].contains(&format!(
+                "rank 0 called all_reduce of 300 x f32 with sum {two_name}"
+            )),
+            "{}",
+            msgs[1]
+        );
+        // Two-shot on three ranks, one with another count, so small that only rank 0's
+        // block has a line: rank 1 (empty block) must see the odd header itself before it
+        // waits for rank 0's reduced line, which rank 0's mismatch stops.
+        std::env::set_var("OXCCL_SYM", two);
+        mismatch_case(
+            two,
+            &[
+                Call::AllReduce(2, DataType::F32),
+                Call::AllReduce(2, DataType::F32),
+                Call::AllReduce(1, DataType::F32),
             ],
             &[&[2], &[2], &[0, 1]],
         );

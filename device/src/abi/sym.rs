@@ -51,8 +51,11 @@ use crate::api::abi::WindowDesc;
 /// All-reduce, one-shot: every rank reads (Simple) or receives (LL, Lamport) every rank's
 /// whole input and reduces all of it. `count` = elements per rank.
 pub const SYM_KIND_ALL_REDUCE_ONE_SHOT: u32 = 0;
-/// All-reduce, two-shot (Simple only): rank `r` pulls chunk `r` from every rank's input,
-/// reduces, and pushes the result into chunk `r` of every rank's output.
+/// All-reduce, two-shot: rank `r` owns chunk `r` of the payload; it reduces chunk `r` of
+/// every rank's input and every rank's output gets the result. Simple pulls the chunks from
+/// the peers' inputs and pushes the result into their outputs; LL and Lamport push the
+/// chunks into the owner's mailbox and the result into every rank's mailbox (chunks of
+/// [`sym_two_shot_block_lines`] lines, [`sym_two_shot_lines`] lines of a slot).
 pub const SYM_KIND_ALL_REDUCE_TWO_SHOT: u32 = 1;
 /// All-gather by pushes: every rank stores its input into block `rank` of every rank's
 /// output. `count` = elements of each rank's input (the output holds `nranks * count`).
@@ -118,7 +121,8 @@ pub struct SymArgs {
     pub error: u64,
     /// LL and Lamport: lines per (buffer, source) slot, [`sym_slot_lines`] of the area's
     /// capacity (the last is the slot's header line). Ops whose per-rank payload needs more
-    /// than `slot_lines - 1` lines are refused.
+    /// than `slot_lines - 1` lines (the two-shot all-reduce: [`sym_two_shot_lines`]) are
+    /// refused.
     pub slot_lines: u32,
     /// `SYM_FLAG_*`.
     pub flags: u32,
@@ -163,7 +167,8 @@ pub const fn sym_buffers(proto: u32) -> u64 {
 /// Lines per (buffer, source) slot for a capacity of `max_bytes` per rank and op (the
 /// all-reduce's input, the all-gather's input, the reduce-scatter's output): 8 data bytes
 /// per line, the densest format's worst case (LL lines and the split Lamport lines), plus
-/// the slot's header line (its last, [`sym_header_line`]).
+/// the slot's header line (its last, [`sym_header_line`]). The two-shot all-reduce needs
+/// [`sym_two_shot_lines`] data lines instead (about `2 / nranks` of the one-shot's).
 pub const fn sym_slot_lines(max_bytes: u64) -> u64 {
     max_bytes.div_ceil(8) + 1
 }
@@ -172,6 +177,26 @@ pub const fn sym_slot_lines(max_bytes: u64) -> u64 {
 /// `0 .. slot_lines - 1`.
 pub const fn sym_header_line(slot_lines: u64) -> u64 {
     slot_lines.saturating_sub(1)
+}
+
+/// Lines of each rank's block in the LL or Lamport two-shot all-reduce of `count` elements
+/// of `size` bytes on `nranks` ranks, `data` payload bytes per line: the payload's lines
+/// (chunks of `data` bytes, the last one short) cut into `nranks` blocks of this many lines,
+/// rank `q` owning lines `[q * b, (q + 1) * b)` of the payload (the trailing blocks may be
+/// short or empty). Whole lines, so no line straddles two blocks; the same on every rank.
+pub const fn sym_two_shot_block_lines(count: u64, size: u64, nranks: u32, data: u64) -> u64 {
+    let data = if data == 0 { 1 } else { data };
+    let n = if nranks == 0 { 1 } else { nranks as u64 };
+    count.saturating_mul(size).div_ceil(data).div_ceil(n)
+}
+
+/// Data lines of a slot that the LL or Lamport two-shot all-reduce uses (arguments as
+/// [`sym_two_shot_block_lines`]): the block a rank sends to its owner, then the reduced
+/// block the owner sends to every rank. It runs when this is at most the slot's data lines
+/// (`sym_header_line(slot_lines)`); the host checks this before it chooses the kernel, the
+/// kernel reports a bad argument otherwise.
+pub const fn sym_two_shot_lines(count: u64, size: u64, nranks: u32, data: u64) -> u64 {
+    sym_two_shot_block_lines(count, size, nranks, data).saturating_mul(2)
 }
 
 /// The fingerprint of a symmetric op, exact rather than hashed: the low 32 bits of `count`,
@@ -231,13 +256,10 @@ pub const fn sym_lines_offset(nranks: u32) -> u64 {
 }
 
 /// Bytes of the scratch area that `kind` in protocol `proto` needs on an `nranks`
-/// communicator for ops of up to `max_bytes` per rank (see [`sym_slot_lines`]); 0 for a
-/// combination that has no kernel (the two-shot all-reduce runs in Simple only).
+/// communicator for ops of up to `max_bytes` per rank (see [`sym_slot_lines`]; every kind
+/// of a protocol shares its area); 0 for an unknown kind or protocol.
 pub const fn sym_scratch_bytes(kind: u32, proto: u32, nranks: u32, max_bytes: u64) -> u64 {
     if kind > SYM_KIND_REDUCE_SCATTER || proto > SYM_PROTO_LAMPORT {
-        return 0;
-    }
-    if kind == SYM_KIND_ALL_REDUCE_TWO_SHOT && proto != SYM_PROTO_SIMPLE {
         return 0;
     }
     let lines = sym_buffers(proto) * nranks as u64 * sym_slot_lines(max_bytes) * SYM_LINE_BYTES;

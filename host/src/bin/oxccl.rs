@@ -253,7 +253,7 @@ struct SymCheckArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "auto,simple-oneshot,simple-twoshot,ll,lamport"
+        default_value = "auto,simple-oneshot,simple-twoshot,ll,lamport,ll-twoshot,lamport-twoshot"
     )]
     settings: Vec<String>,
     /// Operations back to back per case (fresh data each).
@@ -518,6 +518,8 @@ fn tuner_table(a: &TunerArgs) -> Result<(), String> {
         "\n{}",
         oxccl::coll::sym_table::print_table(
             &oxccl::settings::sym_choice(),
+            dt,
+            a.ranks,
             oxccl::settings::sym_ll_max_bytes() as u64,
             oxccl::settings::sym_ctas(),
             cap,
@@ -811,7 +813,7 @@ fn perf_table(
                 fmt_bytes(size),
                 count,
                 if bufs.is_some() {
-                    sym_choice_name(r, coll, (count * dt.size()) as u64)
+                    sym_choice_name(r, coll, count, dt)
                 } else if coll == Coll::AllReduce {
                     choice_name(r, dt, size)
                 } else if coll == Coll::SendRecv {
@@ -1009,7 +1011,7 @@ fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
                                 );
                                 bufs.release(&r).and(k)
                             });
-                            let name = sym_choice_name(&r, coll, (count * dt.size()) as u64);
+                            let name = sym_choice_name(&r, coll, count, dt);
                             match res {
                                 Ok(k) => {
                                     passed += 1;
@@ -1045,14 +1047,14 @@ fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
     }
 }
 
-fn sym_choice_name(r: &Ranks, coll: Coll, payload: u64) -> String {
+fn sym_choice_name(r: &Ranks, coll: Coll, count: usize, dt: DataType) -> String {
     let kind = match coll {
         Coll::AllGather => oxccl_device::abi::SYM_KIND_ALL_GATHER,
         Coll::ReduceScatter => oxccl_device::abi::SYM_KIND_REDUCE_SCATTER,
         _ => oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT,
     };
     r.comms[0]
-        .sym_choice(kind, payload)
+        .sym_choice(kind, (count * dt.size()) as u64, dt)
         .map_or("classic (not sym)".into(), |c| c.name().to_string())
 }
 

@@ -19,14 +19,18 @@
 //! `auto` follows the measured table of [`super::sym_table`] (kernel and CTA count by
 //! collective, payload per rank and whether the ranks span processes); `OXCCL_SYM_CTAS`
 //! forces the CTA count. `OXCCL_SYM=simple` picks one-shot up to [`ONE_SHOT_MAX`], two-shot
-//! beyond.
+//! beyond. `ll` and `lamport` run the all-reduce one-shot, `ll-twoshot` and
+//! `lamport-twoshot` two-shot (the other collectives as under `ll` / `lamport`); past the
+//! mailbox capacity (one-shot: `OXCCL_SYM_LL_MAX_BYTES` per rank; two-shot:
+//! `sym_two_shot_lines` lines of a slot, about `nranks / 2` times that) they fall back to
+//! Simple.
 
 use std::sync::Arc;
 
 use oxccl_device::abi::{
-    sym_scratch_bytes, sym_slot_lines, DataType, Header, SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER,
-    SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT,
-    SYM_PROTO_LL, SYM_PROTO_SIMPLE, SYM_STATE_BYTES,
+    sym_header_line, sym_line_data, sym_scratch_bytes, sym_slot_lines, sym_two_shot_lines, DataType, Header,
+    SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
+    SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE, SYM_STATE_BYTES,
 };
 use oxccl_device::api::abi::WindowDesc;
 
@@ -84,10 +88,12 @@ pub struct SymChoice {
 }
 
 impl SymChoice {
-    /// Short name (`lamport`, `ll`, `simple one-shot`, ...).
+    /// Short name (`sym/lamport`, `sym/ll (two-shot)`, `sym/simple (one-shot)`, ...).
     pub fn name(&self) -> &'static str {
         match (self.proto, self.kind) {
+            (SYM_PROTO_LAMPORT, SYM_KIND_ALL_REDUCE_TWO_SHOT) => "sym/lamport (two-shot)",
             (SYM_PROTO_LAMPORT, _) => "sym/lamport",
+            (SYM_PROTO_LL, SYM_KIND_ALL_REDUCE_TWO_SHOT) => "sym/ll (two-shot)",
             (SYM_PROTO_LL, _) => "sym/ll",
             (_, SYM_KIND_ALL_REDUCE_ONE_SHOT) => "sym/simple (one-shot)",
             (_, SYM_KIND_ALL_REDUCE_TWO_SHOT) => "sym/simple (two-shot)",
@@ -98,16 +104,36 @@ impl SymChoice {
 
 /// The symmetric kernel for collective `kind` (`SYM_KIND_ALL_REDUCE_ONE_SHOT` for any
 /// all-reduce, `SYM_KIND_ALL_GATHER`, `SYM_KIND_REDUCE_SCATTER`) with `payload` bytes per
-/// rank, under `OXCCL_SYM` = `setting`, on a communicator whose ranks span processes or
-/// not; `None` when the classic kernels run instead (`off`, or `auto` where they measured
+/// rank of `dtype` on `nranks` ranks, an LL/Lamport capacity of `ll_max` bytes per rank,
+/// under `OXCCL_SYM` = `setting`, on a communicator whose ranks span processes or not;
+/// `None` when the classic kernels run instead (`off`, or `auto` where they measured
 /// faster).
-pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str, spans: bool) -> Option<SymChoice> {
+#[allow(clippy::too_many_arguments)]
+pub fn choose(
+    kind: u32,
+    payload: u64,
+    dtype: DataType,
+    nranks: u32,
+    ll_max: u64,
+    setting: &str,
+    spans: bool,
+) -> Option<SymChoice> {
     let all_reduce = kind == SYM_KIND_ALL_REDUCE_ONE_SHOT || kind == SYM_KIND_ALL_REDUCE_TWO_SHOT;
     let simple = |k: u32| SymChoice {
         kind: if all_reduce { k } else { kind },
         proto: SYM_PROTO_SIMPLE,
     };
     let fits = payload <= ll_max;
+    // The two-shot's lines of a slot against the slot's data lines (the kernel's own check).
+    let size = dtype.size() as u64;
+    let two_shot_fits = |proto| {
+        let lines = sym_two_shot_lines(payload / size, size, nranks, sym_line_data(proto, dtype));
+        all_reduce && lines <= sym_header_line(sym_slot_lines(ll_max))
+    };
+    let two_shot = |proto| SymChoice {
+        kind: SYM_KIND_ALL_REDUCE_TWO_SHOT,
+        proto,
+    };
     let mailbox = |proto| SymChoice {
         kind: if all_reduce {
             SYM_KIND_ALL_REDUCE_ONE_SHOT
@@ -122,14 +148,27 @@ pub fn choose(kind: u32, payload: u64, ll_max: u64, setting: &str, spans: bool) 
         "simple-twoshot" => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
         "ll" if fits => Some(mailbox(SYM_PROTO_LL)),
         "lamport" if fits => Some(mailbox(SYM_PROTO_LAMPORT)),
-        // Forced LL or Lamport past the LL capacity, or Simple: Simple.
-        "simple" | "ll" | "lamport" => Some(simple(if payload <= ONE_SHOT_MAX {
-            SYM_KIND_ALL_REDUCE_ONE_SHOT
-        } else {
-            SYM_KIND_ALL_REDUCE_TWO_SHOT
-        })),
-        // `auto`: the measured table (`super::sym_table`).
-        _ => super::sym_table::auto(super::sym_table::SymColl::of_kind(kind), payload, spans, fits),
+        "ll-twoshot" if two_shot_fits(SYM_PROTO_LL) => Some(two_shot(SYM_PROTO_LL)),
+        "lamport-twoshot" if two_shot_fits(SYM_PROTO_LAMPORT) => Some(two_shot(SYM_PROTO_LAMPORT)),
+        "ll-twoshot" if !all_reduce && fits => Some(mailbox(SYM_PROTO_LL)),
+        "lamport-twoshot" if !all_reduce && fits => Some(mailbox(SYM_PROTO_LAMPORT)),
+        // Forced LL or Lamport past the mailbox capacity, or Simple: Simple.
+        "simple" | "ll" | "lamport" | "ll-twoshot" | "lamport-twoshot" => {
+            Some(simple(if payload <= ONE_SHOT_MAX {
+                SYM_KIND_ALL_REDUCE_ONE_SHOT
+            } else {
+                SYM_KIND_ALL_REDUCE_TWO_SHOT
+            }))
+        }
+        // `auto`: the measured table (`super::sym_table`), whose mailbox rows apply where
+        // the payload fits the mailbox.
+        _ => super::sym_table::auto(
+            super::sym_table::SymColl::of_kind(kind),
+            payload,
+            spans,
+            fits,
+            two_shot_fits(SYM_PROTO_LL) && two_shot_fits(SYM_PROTO_LAMPORT),
+        ),
     }
 }
 
@@ -224,7 +263,7 @@ impl Comm {
     }
 
     /// The kernel a call on window buffers would use (for the tuner table and tests).
-    pub fn sym_choice(&self, kind: u32, payload: u64) -> Option<SymChoice> {
+    pub fn sym_choice(&self, kind: u32, payload: u64, dtype: DataType) -> Option<SymChoice> {
         let ll_max = self
             .sym
             .lock()
@@ -234,6 +273,8 @@ impl Comm {
         choose(
             kind,
             payload,
+            dtype,
+            self.count(),
             ll_max,
             &crate::settings::sym_choice(),
             self.spans_processes(),
@@ -275,6 +316,8 @@ impl Comm {
         let Some(choice) = choose(
             kind,
             payload,
+            dtype,
+            self.count(),
             res.max_bytes,
             &crate::settings::sym_choice(),
             spans,

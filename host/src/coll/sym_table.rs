@@ -14,6 +14,7 @@ use oxccl_device::abi::{
 };
 
 use super::sym::SymChoice;
+use oxccl_device::abi::DataType;
 
 /// Which collective a row is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,13 +154,14 @@ pub const CTAS: &[CtaRow] = &[
 ];
 
 /// What `auto` runs for `coll` with `payload` bytes per rank (`fits`: the payload fits the
-/// mailbox slots).
-pub fn auto(coll: SymColl, payload: u64, spans: bool, fits: bool) -> Option<SymChoice> {
+/// one-shot mailbox slots; `fits_two_shot`: the two-shot's).
+pub fn auto(coll: SymColl, payload: u64, spans: bool, fits: bool, fits_two_shot: bool) -> Option<SymChoice> {
     let row = KERNELS
         .iter()
         .find(|r| r.coll == coll && r.spans == spans && payload <= r.up_to)?;
     match row.pick {
-        Pick::Mailbox { .. } if !fits => None,
+        Pick::Mailbox { two_shot: false, .. } if !fits => None,
+        Pick::Mailbox { two_shot: true, .. } if !fits_two_shot => None,
         p => choice_of(coll, p),
     }
 }
@@ -208,9 +210,19 @@ pub fn ctas(choice: SymChoice, payload: u64, max: u32, forced: u32) -> u32 {
 }
 
 /// The table as `oxccl tuner` prints it: one line per payload size from 8 bytes to `max`
-/// (times 8), the kernel and CTA count of each collective, for one process and across
-/// processes, under `setting` (`OXCCL_SYM`), `forced` CTAs and an occupancy cap `cap`.
-pub fn print_table(setting: &str, ll_max: u64, forced: u32, cap: u32, max: u64) -> String {
+/// (times 8), the kernel and CTA count of each collective of `dtype` on `nranks` ranks, for
+/// one process and across processes, under `setting` (`OXCCL_SYM`), `forced` CTAs and an
+/// occupancy cap `cap`.
+#[allow(clippy::too_many_arguments)]
+pub fn print_table(
+    setting: &str,
+    dtype: DataType,
+    nranks: u32,
+    ll_max: u64,
+    forced: u32,
+    cap: u32,
+    max: u64,
+) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(
@@ -228,7 +240,7 @@ pub fn print_table(setting: &str, ll_max: u64, forced: u32, cap: u32, max: u64) 
         while b <= max {
             let _ = write!(s, "{:>10}", crate::harness::fmt_bytes(b as usize));
             for c in SymColl::ALL {
-                let cell = match super::sym::choose(c.kind(), b, ll_max, setting, spans) {
+                let cell = match super::sym::choose(c.kind(), b, dtype, nranks, ll_max, setting, spans) {
                     None => "classic".to_string(),
                     Some(ch) => format!("{} x{}", ch.name(), ctas(ch, b, cap, forced)),
                 };
@@ -264,21 +276,21 @@ mod tests {
     #[test]
     fn auto_follows_the_measurements() {
         let ar = SymColl::AllReduce;
-        let ll = auto(ar, 4096, false, true).unwrap();
+        let ll = auto(ar, 4096, false, true, true).unwrap();
         assert_eq!((ll.kind, ll.proto), (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LL));
         assert_eq!(
-            auto(ar, 4096, false, false),
+            auto(ar, 4096, false, false, false),
             None,
             "mailbox rows need the payload to fit"
         );
-        assert_eq!(auto(ar, 8192, false, true), None);
-        assert_eq!(auto(ar, 65536, true, true), None);
-        let big = auto(ar, 1 << 20, true, true).unwrap();
+        assert_eq!(auto(ar, 8192, false, true, true), None);
+        assert_eq!(auto(ar, 65536, true, true, true), None);
+        let big = auto(ar, 1 << 20, true, true, true).unwrap();
         assert_eq!(
             (big.kind, big.proto),
             (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE)
         );
-        let ag = auto(SymColl::AllGather, 1 << 20, true, true).unwrap();
+        let ag = auto(SymColl::AllGather, 1 << 20, true, true, true).unwrap();
         assert_eq!((ag.kind, ag.proto), (SYM_KIND_ALL_GATHER, SYM_PROTO_SIMPLE));
     }
 

@@ -4,7 +4,7 @@
 
 use crate::abi::{
     sym_lines_offset, SymArgs, ERR_MISMATCH, MAX_BLOCKS, MAX_LOCAL_RANKS, SYM_FLAG_ONE_DEVICE,
-    SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_KIND_REDUCE_SCATTER, SYM_LINE_BYTES, SYM_PROTO_SIMPLE,
+    SYM_KIND_REDUCE_SCATTER, SYM_LINE_BYTES,
 };
 use crate::api::abi::WindowDesc;
 use crate::arch;
@@ -64,17 +64,15 @@ impl<'a> SymCtx<'a> {
         scoped_fence(self.gpu_scope)
     }
 
-    /// Whether the `proto` family can run these arguments; reports why not: unknown kind, two-shot
-    /// outside Simple, no ranks, too many ranks or blocks.
+    /// Whether the `proto` family can run these arguments; reports why not: unknown kind or
+    /// another protocol, no ranks, too many ranks or blocks.
     ///
     /// # Safety
     /// `a.error` must be a valid record or 0.
     #[inline(always)]
     pub unsafe fn runs(&self, proto: u32) -> bool {
         let a = self.a;
-        let bad_kind = a.kind > SYM_KIND_REDUCE_SCATTER
-            || (a.kind == SYM_KIND_ALL_REDUCE_TWO_SHOT && proto != SYM_PROTO_SIMPLE);
-        if bad_kind || a.proto != proto {
+        if a.kind > SYM_KIND_REDUCE_SCATTER || a.proto != proto {
             self.bad_arg(((a.kind as u64) << 32) | a.proto as u64);
             return false;
         }

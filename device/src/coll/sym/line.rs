@@ -34,8 +34,11 @@
 //! Replacing one NaN by another keeps every result of every operator (a NaN in, a NaN
 //! out; `Min`/`Max` treat every NaN alike), so the all-reduce and the reduce-scatter are
 //! exact; the all-gather delivers that one NaN payload as the canonical NaN (documented
-//! deviation from a bit copy, for one bit pattern per type). Sums of real values never
-//! produce the sentinel either, but the kernels only ever send inputs, never results.
+//! deviation from a bit copy, for one bit pattern per type). Results are canonicalized too
+//! where a kernel sends them (the two-shot all-reduce sends the reduced blocks): a reduction
+//! of canonical inputs can still produce the pattern (a signalling NaN input such as
+//! `0xFFBA_FFFA` quieted by an add), and the owner stores the same canonical bits into its
+//! own output, so every rank ends with the same bits.
 //! Padding lanes past the end of the payload are 0, never the sentinel.
 //!
 //! # Lamport, split lines ([`LamportSplit`]): 8 data bytes and a constant tag

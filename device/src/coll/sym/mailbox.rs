@@ -1,5 +1,6 @@
 //! The LL and Lamport kernels, generic over the line protocol ([`LineProto`]): one-shot
-//! all-reduce, all-gather and reduce-scatter through the scratch mailbox, no barrier.
+//! all-reduce, all-gather and reduce-scatter through the scratch mailbox, no barrier (the
+//! two-shot all-reduce, built from the same pieces: [`super::two_shot`]).
 //!
 //! Mailbox slot `(buffer, s)` of rank `r`'s copy is written only by rank `s`; line `i` of a
 //! slot carries chunk `i` of the payload and is written, on every rank, by global thread
@@ -143,7 +144,7 @@ fn fingerprint(c: &SymCtx) -> u64 {
 /// # Safety
 /// As [`super::sym_ll`].
 #[inline(always)]
-unsafe fn publish_header<P: LineProto>(c: &SymCtx, p: &P) {
+pub(super) unsafe fn publish_header<P: LineProto>(c: &SymCtx, p: &P) {
     let h = p.encode_header(sym_header_words(fingerprint(c)));
     let mut k = 1;
     while k < c.n {
@@ -177,7 +178,7 @@ unsafe fn header_matches(c: &SymCtx, peer: u32, h: [u32; 4]) -> bool {
 /// # Safety
 /// As [`wait_line`], for both lines.
 #[inline(always)]
-unsafe fn wait_line_and_header<P: LineProto>(
+pub(super) unsafe fn wait_line_and_header<P: LineProto>(
     c: &SymCtx,
     p: &P,
     l: *mut [u32; 4],
@@ -215,7 +216,7 @@ unsafe fn wait_line_and_header<P: LineProto>(
 /// # Safety
 /// As [`super::sym_ll`].
 #[inline(always)]
-unsafe fn check_headers_alone<P: LineProto>(c: &SymCtx, p: &P) -> bool {
+pub(super) unsafe fn check_headers_alone<P: LineProto>(c: &SymCtx, p: &P) -> bool {
     let mut q = 0;
     while q < c.n {
         if q != c.me {
@@ -286,7 +287,7 @@ unsafe fn lines_of<P: LineProto>(c: &SymCtx, bytes: u64) -> Option<u64> {
 
 /// Peer `k` of the rotation that starts after this rank (`k` in `1..n`).
 #[inline(always)]
-fn rotated(c: &SymCtx, k: u32) -> u32 {
+pub(super) fn rotated(c: &SymCtx, k: u32) -> u32 {
     let q = c.me + k;
     if q >= c.n {
         q - c.n

@@ -25,15 +25,23 @@
 //!   line it consumed. Three buffers rotate by `seq % 3`. Floats carry 16 data bytes per
 //!   line (twice LL's density); other types carry 8 data bytes and a tag, like LL.
 //!
+//! LL and Lamport run every kind in [`mailbox`] (one-shot all-reduce, all-gather,
+//! reduce-scatter) and [`two_shot`] (the two-shot all-reduce: a reduce-scatter by pushes into
+//! the owners' mailboxes, then an all-gather of the reduced blocks by pushes, in one op).
+//!
 //! # The dependency every op provides
 //! In every kernel here, every rank receives something from every other rank that the
 //! sender produced after it started the op (Simple: the entry barrier arrival; LL and
-//! Lamport: every rank's lines reach every other rank: all-reduce and all-gather send the
-//! whole input, reduce-scatter sends one block to each peer). Kernels of one rank run in
-//! stream order, so when rank `s` has finished op `k`, every rank `r` has at least started
-//! op `k` and therefore finished op `k - 1`, all its reads of its mailbox included. The
-//! buffer-reuse arguments below rest on this alone, so the protocols can be mixed freely on
-//! one communicator (ops of every protocol advance the same `seq`).
+//! Lamport: every rank's lines reach every other rank: the one-shot all-reduce and the
+//! all-gather send the whole input, the reduce-scatter sends one block to each peer; and in
+//! every LL and Lamport op global thread 0 sends its header line to every peer and takes
+//! every peer's, whatever the count. The two-shot all-reduce relies on the headers alone:
+//! with fewer lines than ranks some blocks are empty, and a rank may send a peer no data
+//! line in either phase). Kernels of one rank run in stream order, so when rank `s` has
+//! finished op `k`, every rank `r` has at least started op `k` and therefore finished op
+//! `k - 1`, all its reads of its mailbox included. The buffer-reuse arguments below rest on
+//! this alone, so the protocols and kinds can be mixed freely on one communicator (ops of
+//! every protocol advance the same `seq`).
 //!
 //! # LL: why two buffers and the tag are enough
 //! Op `seq` uses half `seq & 1` and tag [`crate::abi::sym_ll_tag`] (odd, never the 0 of
@@ -42,7 +50,11 @@
 //! op `k - 2`, the last op before `k` that used half `p`: lines are never overwritten
 //! before they were read. A line left by an older op (also by a larger op, whose extra lines
 //! the current op does not rewrite) has another tag, so it is never taken for the current
-//! op's. Tags repeat only after `2^31` ops: the first LL op of a new generation carries
+//! op's. The two-shot all-reduce writes both its phases into the op's half: the reduced
+//! blocks of its second phase into lines `[nb, 2 nb)` of the slots, disjoint from the first
+//! phase's `[0, nb)` ([`two_shot`]), so within the op no line is written twice either (every
+//! line of slot `(p, s)` has one writer, rank `s`, and one write per op). Tags repeat only
+//! after `2^31` ops: the first LL op of a new generation carries
 //! [`crate::abi::SYM_FLAG_LL_RESET`] and clears this rank's mailbox between two barriers
 //! (every peer finished the earlier ops before the first, nobody writes before the second).
 //!
@@ -58,7 +70,16 @@
 //! (the last op using that buffer) wrote: the re-poisoning never races a writer of a later
 //! op, and a reader never sees data of an older op (it was overwritten by the sentinel
 //! first). Two buffers would satisfy this argument; the third gives one op of slack and
-//! keeps the rotation of the design references (TensorRT-LLM, NCCL's `nccl_ubx`).
+//! keeps the rotation of the design references (TensorRT-LLM, NCCL's `nccl_ubx`). The
+//! two-shot all-reduce keeps the invariant with both phases in buffer `k % 3`: phase-one
+//! lines `[0, nb)` and phase-two lines `[nb, 2 nb)` of a slot are each written at most once
+//! per op, and each written line is read (and re-poisoned) by exactly one thread of the
+//! owner of the mailbox, under the same condition the writer used (its chunk exists). That
+//! the phase-two lines are stored only after the writer polled its own mailbox changes
+//! nothing above: they are lines of op `k` in buffer `k % 3` like the first phase's, stored
+//! after the op's `fence` like every store of the op. (`device/tests/lamport_model.rs`
+//! explores one-shot and two-shot ops mixed, sparse ones whose blocks are mostly empty
+//! included.)
 //!
 //! # Memory ordering
 //! - Payload and tag travel in one 16-byte store (`st.volatile.v4.u32`, relaxed at system
@@ -87,13 +108,14 @@ mod ctx;
 pub mod line;
 pub mod mailbox;
 pub mod simple;
+pub mod two_shot;
 
 pub use ctx::SymCtx;
 
 use crate::abi::{sym_ll_generation, MAX_BLOCKS, SYM_FLAG_LL_RESET};
 use crate::abi::{
-    SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_REDUCE_SCATTER,
-    SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+    SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
+    SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
 };
 use crate::arch;
 use crate::exec::ExecCtx;
@@ -140,7 +162,8 @@ unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     }
 }
 
-/// The LL kernels of element type `T` (one-shot all-reduce, all-gather, reduce-scatter).
+/// The LL kernels of element type `T` (one-shot and two-shot all-reduce, all-gather,
+/// reduce-scatter).
 ///
 /// # Safety
 /// As [`sym_simple`], with a scratch area of the LL layout (`send` and `recv` are only
@@ -169,7 +192,7 @@ unsafe fn sym_ll_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     run_mailbox::<T, Ll>(&c, p);
 }
 
-/// The Lamport kernels of element type `T` (one-shot all-reduce, all-gather,
+/// The Lamport kernels of element type `T` (one-shot and two-shot all-reduce, all-gather,
 /// reduce-scatter): 16 data bytes per line for the float types, 8 for the others.
 ///
 /// # Safety
@@ -256,12 +279,16 @@ unsafe fn run_mailbox<T: Elem, P: LineProto>(c: &SymCtx, p: P) {
     let a = c.a;
     match a.kind {
         SYM_KIND_ALL_GATHER => mailbox::all_gather::<T, P>(c, &p),
-        SYM_KIND_ALL_REDUCE_ONE_SHOT | SYM_KIND_REDUCE_SCATTER => {
+        SYM_KIND_ALL_REDUCE_ONE_SHOT | SYM_KIND_ALL_REDUCE_TWO_SHOT | SYM_KIND_REDUCE_SCATTER => {
             struct Body<'a, P>(&'a SymCtx<'a>, &'a P);
             impl<T: Elem, P: LineProto> OpBody<T> for Body<'_, P> {
                 #[inline(always)]
                 unsafe fn run<O: Reduce<T>>(self, op: O) {
-                    mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1)
+                    if self.0.a.kind == SYM_KIND_ALL_REDUCE_TWO_SHOT {
+                        two_shot::all_reduce::<T, O, P>(self.0, &op, self.1)
+                    } else {
+                        mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1)
+                    }
                 }
             }
             if !with_op::<T, _>(a.op, c.n, a.scalar, Body(c, &p)) {
