@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* Versions. */
-#define OXCCL_DEVICE_API_VERSION 1u
+#define OXCCL_DEVICE_API_VERSION 2u
 #define OXCCL_ABI_VERSION 3u
 
 /* Window flags (OxcclWindow.flags). */
@@ -100,8 +100,10 @@ typedef struct OxcclDevCommRequirements {
   uint32_t barrier_count; /* offset 28 */
   uint32_t gin_signal_count; /* offset 32 */
   uint32_t gin_counter_count; /* offset 36 */
+  uint32_t lsa_multimem; /* offset 40 */
+  uint32_t reserved; /* offset 44 */
 } OxcclDevCommRequirements;
-OXCCL_STATIC_ASSERT(sizeof(OxcclDevCommRequirements) == 40, "sizeof(OxcclDevCommRequirements)");
+OXCCL_STATIC_ASSERT(sizeof(OxcclDevCommRequirements) == 48, "sizeof(OxcclDevCommRequirements)");
 OXCCL_STATIC_ASSERT(OXCCL_ALIGNOF(OxcclDevCommRequirements) == 8, "alignof(OxcclDevCommRequirements)");
 OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, size) == 0, "offsetof(OxcclDevCommRequirements, size)");
 OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, magic) == 8, "offsetof(OxcclDevCommRequirements, magic)");
@@ -111,6 +113,8 @@ OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, lsa_barrier_count) == 24,
 OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, barrier_count) == 28, "offsetof(OxcclDevCommRequirements, barrier_count)");
 OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, gin_signal_count) == 32, "offsetof(OxcclDevCommRequirements, gin_signal_count)");
 OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, gin_counter_count) == 36, "offsetof(OxcclDevCommRequirements, gin_counter_count)");
+OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, lsa_multimem) == 40, "offsetof(OxcclDevCommRequirements, lsa_multimem)");
+OXCCL_STATIC_ASSERT(offsetof(OxcclDevCommRequirements, reserved) == 44, "offsetof(OxcclDevCommRequirements, reserved)");
 
 /* A device communicator (filled by the host, read by kernels). */
 typedef struct OxcclDevComm {
@@ -166,7 +170,7 @@ OXCCL_STATIC_ASSERT(OXCCL_ALIGNOF(OxcclLsaBarrierSession) == 8, "alignof(OxcclLs
 
 /* Initializer of OxcclDevCommRequirements for nothing (NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER). */
 #define OXCCL_DEV_COMM_REQUIREMENTS_INITIALIZER \
-  { sizeof(OxcclDevCommRequirements), OXCCL_DEV_COMM_REQUIREMENTS_MAGIC, OXCCL_DEVICE_API_VERSION, 0, 0, 0, 0, 0 }
+  { sizeof(OxcclDevCommRequirements), OXCCL_DEV_COMM_REQUIREMENTS_MAGIC, OXCCL_DEVICE_API_VERSION, 0, 0, 0, 0, 0, 0, 0 }
 
 #if defined(__CUDACC__)
 #define OXCCL_DEVICE_FN __device__
