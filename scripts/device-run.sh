@@ -10,7 +10,7 @@
 #           (GPUCHECK_STEPS -> gpu-check.sh STEPS, SYM_STEPS -> sym-gpu.sh STEPS, TORCH_STEPS ->
 #           torch-check.sh STEPS, the others as those scripts document); PART_LIMIT_<part> seconds
 #           (default 300) bounds each part.
-# Parts: gpucheck = scripts/gpu-check.sh run; sym = scripts/sym-gpu.sh run; devapi = the LLVM IR
+# Parts: gpucheck = scripts/gpu-check.sh run (table, procs: only that step of it); sym = scripts/sym-gpu.sh run; devapi = the LLVM IR
 # user kernel linked against ptx/oxccl_device.bc run on 1, 2, 4, 8 ranks (oxccl devapi-run);
 # tune = scripts/sym-tune.sh; torch = scripts/torch-check.sh run; stores = scripts/copy-stores.sh run.
 set -uo pipefail
@@ -68,6 +68,7 @@ run)
     for p in ${PARTS:-gpucheck sym devapi}; do
         case $p in
         gpucheck) STEPS=${GPUCHECK_STEPS:-matrix ll procs table} part gpucheck scripts/gpu-check.sh run ;;
+        table | procs) STEPS=$p part gpu_$p scripts/gpu-check.sh run ;;
         sym) STEPS=${SYM_STEPS:-windows check procs soak latency bw} part sym scripts/sym-gpu.sh run ;;
         devapi) part devapi bash -c 'st=0; for n in 1 2 4 8; do bundle/oxccl devapi-run --ptx bundle/user.ptx --ranks $n || st=1; done; exit $st' ;;
         tune) BIN=/tmp/oxccl part tune scripts/sym-tune.sh ;;

@@ -10,7 +10,8 @@
 # all-reduces per kernel on 2 and 8 ranks (SOAK_SETTINGS), all-gathers and reduce-scatters per
 # protocol on 2; latency = CUDA-graph replay per operation next to the same graph with empty
 # kernels, 8 B .. 1 MiB, 2 and 8 ranks, every kernel forced (LATENCY_SETTINGS); bw = 256 MiB
-# on 8 ranks and 128 MiB f32 on 2 ranks (in-process and under MPS) next to a D2D copy.
+# on 8 ranks and 128 MiB f32 on 2 ranks (in-process and under MPS) next to a D2D copy, the
+# Simple window kernels forced (BW_SYM).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -57,9 +58,9 @@ run)
     fi
     if [[ $steps == *" bw "* ]]; then
         for c in all_reduce all_gather reduce_scatter; do
-            run bw-8-$c $b perf --backend gpu --window --coll $c --ranks 8 --dtype bf16 --op sum --min 256M --max 256M
+            OXCCL_SYM=${BW_SYM:-simple} run bw-8-$c $b perf --backend gpu --window --coll $c --ranks 8 --dtype bf16 --op sum --min 256M --max 256M
         done
-        run bw-2-f32 $b perf --backend gpu --window --ranks 2 --dtype f32 --op sum --min 16M --max 128M --step 8
+        OXCCL_SYM=${BW_SYM:-simple} run bw-2-f32 $b perf --backend gpu --window --ranks 2 --dtype f32 --op sum --min 16M --max 128M --step 8
     fi
     if [[ $steps == *" procs "* ]]; then
         export CUDA_MPS_PIPE_DIRECTORY=/tmp/oxccl-mps CUDA_MPS_LOG_DIRECTORY=/tmp/oxccl-mps-log

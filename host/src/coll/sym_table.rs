@@ -94,28 +94,50 @@ const LL: Pick = Pick::Mailbox {
 };
 const TWO_SHOT: Pick = Pick::Simple { two_shot: true };
 
-/// `auto`. From the H200 runs (`benches/results/2026-12-03-sym-h200.md`, mended kernels):
-/// up to 4 KiB the window LL kernel is the fastest (graph-replayed, 2 ranks 3.2-3.9 us
-/// against the classic LL's 5.1; 8 ranks 5.8 against 13.6); above it, in one process, the
-/// classic kernels are as fast or faster up to 256 MiB; across processes the classic LL up
-/// to 64 KiB (it reaches peers without staging), then the Simple window kernels, which save
-/// the staging copies (128 MiB f32 on 2 ranks: 230 us against 357 staged). The all-gather
-/// and reduce-scatter follow the all-reduce's rows.
+const LAMPORT: Pick = Pick::Mailbox {
+    proto: SYM_PROTO_LAMPORT,
+    two_shot: false,
+};
+
+/// `auto`, from `scripts/sym-tune.sh` on an H100 (2 and 8 ranks in one process, f32
+/// all-reduce, best CTA count of each kernel; `benches/results/2026-12-06-sym-h100.md`),
+/// graph-replayed us per op:
+///
+/// | payload | 2 ranks: LL / Lamport / classic | 8 ranks: LL / Lamport / classic |
+/// | ---: | --- | --- |
+/// | 8 B | **3.11** / 3.35 / 4.88 | **6.51** / 6.92 / 12.12 |
+/// | 512 B | **3.18** / 3.34 / 4.78 | 7.67 / **7.45** / 12.13 |
+/// | 8 KiB | **3.32** / 3.38 / 4.89 | 8.37 / **8.02** / 12.24 |
+/// | 128 KiB | **3.72** / 3.88 / 10.52 | 16.57 / **10.38** / 15.78 |
+///
+/// and, timed plainly, the Simple two-shot against the classic kernels: 2 ranks 256 KiB 10.8
+/// against 13.1 us, 256 MiB 496.6 against 498.9; 8 ranks 256 KiB 40.6 against 42.3, 256 MiB
+/// 1501.5 against 1506.2. So: LL up to 64 bytes, Lamport up to 128 KiB (on 2 ranks 0.1-0.2
+/// us behind LL, on 8 ranks up to 6 us ahead), Simple above. The mailbox two-shots never
+/// won on one GPU (2 ranks 3.6-4.7 us, 8 ranks 7.7-13.1) and are not picked. The rows are
+/// the same across processes (the window kernels reach peers alike; the Simple two-shot
+/// across 2 processes under MPS, 128 MiB f32: 251.7 us against the staged path's 351, H200
+/// earlier: 230 against 357), and the all-gather and reduce-scatter follow the all-reduce's
+/// rows (not measured separately).
 pub const KERNELS: &[KernelRow] = &{
     let mut rows = [KernelRow {
         coll: SymColl::AllReduce,
         spans: false,
         up_to: 0,
         pick: Pick::Classic,
-    }; 15];
+    }; 18];
     let mut i = 0;
     while i < 3 {
         let c = SymColl::ALL[i];
-        rows[5 * i] = KernelRow::new(c, false, 4 << 10, LL);
-        rows[5 * i + 1] = KernelRow::new(c, false, u64::MAX, Pick::Classic);
-        rows[5 * i + 2] = KernelRow::new(c, true, 4 << 10, LL);
-        rows[5 * i + 3] = KernelRow::new(c, true, 64 << 10, Pick::Classic);
-        rows[5 * i + 4] = KernelRow::new(c, true, u64::MAX, TWO_SHOT);
+        let mut k = 0;
+        while k < 2 {
+            let spans = k == 1;
+            let at = 6 * i + 3 * k;
+            rows[at] = KernelRow::new(c, spans, 64, LL);
+            rows[at + 1] = KernelRow::new(c, spans, 128 << 10, LAMPORT);
+            rows[at + 2] = KernelRow::new(c, spans, u64::MAX, TWO_SHOT);
+            k += 1;
+        }
         i += 1;
     }
     rows
@@ -131,25 +153,28 @@ pub struct CtaRow {
     pub bytes_per_cta: u64,
 }
 
-/// CTA counts (before the occupancy cap, `OXCCL_MAX_BLOCKS` / `NCCL_MAX_CTAS`).
+/// CTA counts (before the occupancy cap, `OXCCL_MAX_BLOCKS` / `NCCL_MAX_CTAS`), from the
+/// same runs: the mailbox kernels want one CTA per 2 KiB of payload (best at 8 KiB: 4-16,
+/// 32 KiB: 16, 128 KiB: 64; up to 2 KiB one CTA on 8 ranks, 4 on 2 ranks by 0.2 us), the
+/// Simple kernels as many as fit (2 ranks, 16 MiB: 40.4 us on 64 CTAs, 98.4 on 16).
 pub const CTAS: &[CtaRow] = &[
     CtaRow {
         proto: SYM_PROTO_LL,
         up_to: u64::MAX,
         ctas: 0,
-        bytes_per_cta: 16 << 10,
+        bytes_per_cta: 2 << 10,
     },
     CtaRow {
         proto: SYM_PROTO_LAMPORT,
         up_to: u64::MAX,
         ctas: 0,
-        bytes_per_cta: 16 << 10,
+        bytes_per_cta: 2 << 10,
     },
     CtaRow {
         proto: SYM_PROTO_SIMPLE,
         up_to: u64::MAX,
-        ctas: 0,
-        bytes_per_cta: 256 << 10,
+        ctas: oxccl_device::abi::MAX_BLOCKS as u32,
+        bytes_per_cta: 0,
     },
 ];
 
@@ -276,22 +301,29 @@ mod tests {
     #[test]
     fn auto_follows_the_measurements() {
         let ar = SymColl::AllReduce;
-        let ll = auto(ar, 4096, false, true, true).unwrap();
-        assert_eq!((ll.kind, ll.proto), (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LL));
-        assert_eq!(
-            auto(ar, 4096, false, false, false),
-            None,
-            "mailbox rows need the payload to fit"
-        );
-        assert_eq!(auto(ar, 8192, false, true, true), None);
-        assert_eq!(auto(ar, 65536, true, true, true), None);
-        let big = auto(ar, 1 << 20, true, true, true).unwrap();
-        assert_eq!(
-            (big.kind, big.proto),
-            (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE)
-        );
-        let ag = auto(SymColl::AllGather, 1 << 20, true, true, true).unwrap();
-        assert_eq!((ag.kind, ag.proto), (SYM_KIND_ALL_GATHER, SYM_PROTO_SIMPLE));
+        for spans in [false, true] {
+            let ll = auto(ar, 64, spans, true, true).unwrap();
+            assert_eq!((ll.kind, ll.proto), (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LL));
+            let lp = auto(ar, 128 << 10, spans, true, true).unwrap();
+            assert_eq!(
+                (lp.kind, lp.proto),
+                (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LAMPORT)
+            );
+            assert_eq!(
+                auto(ar, 4096, spans, false, false),
+                None,
+                "mailbox rows need the payload to fit"
+            );
+            let big = auto(ar, (128 << 10) + 1, spans, true, true).unwrap();
+            assert_eq!(
+                (big.kind, big.proto),
+                (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE)
+            );
+            let ag = auto(SymColl::AllGather, 1 << 20, spans, true, true).unwrap();
+            assert_eq!((ag.kind, ag.proto), (SYM_KIND_ALL_GATHER, SYM_PROTO_SIMPLE));
+            let rs = auto(SymColl::ReduceScatter, 100, spans, true, true).unwrap();
+            assert_eq!((rs.kind, rs.proto), (SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT));
+        }
     }
 
     #[test]
@@ -301,10 +333,16 @@ mod tests {
             proto: SYM_PROTO_LL,
         };
         assert_eq!(ctas(ll, 8, 64, 0), 1);
-        assert_eq!(ctas(ll, 64 << 10, 64, 0), 4);
-        assert_eq!(ctas(ll, 64 << 20, 64, 0), 64, "capped");
+        assert_eq!(ctas(ll, 32 << 10, 64, 0), 16);
+        assert_eq!(ctas(ll, 128 << 10, 64, 0), 64);
+        assert_eq!(ctas(ll, 64 << 20, 33, 0), 33, "capped");
         assert_eq!(ctas(ll, 8, 64, 16), 16, "forced");
         assert_eq!(ctas(ll, 8, 8, 16), 8, "forced, still capped");
         assert_eq!(ctas(ll, 0, 0, 0), 1);
+        let simple = SymChoice {
+            kind: SYM_KIND_ALL_REDUCE_TWO_SHOT,
+            proto: SYM_PROTO_SIMPLE,
+        };
+        assert_eq!(ctas(simple, 1 << 20, 33, 0), 33, "as many as fit");
     }
 }
