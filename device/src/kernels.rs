@@ -123,6 +123,19 @@ pub fn sym_kernel_name(proto: u32, dtype: DataType) -> Option<&'static str> {
     Some(table[dtype as usize])
 }
 
+/// Calls one (kernel body, data type) instance for the CPU backend's dispatchers, out of line.
+///
+/// The kernel bodies are `#[inline(always)]` (on the GPU each entry point is one function).
+/// A dispatcher that called them directly would inline every instance into itself: for the
+/// symmetric kernels one host function of over three million LLVM instructions, which took
+/// LLVM more than twenty minutes to optimize at the test profile's `opt-level = 1`. Called
+/// through a function pointer the optimizer cannot see through, each instance is compiled
+/// as a function of its own. (Host only: the GPU entry points call the bodies directly.)
+#[inline(always)]
+unsafe fn out_of_line<A>(body: unsafe fn(&ExecCtx, &A), ctx: &ExecCtx, args: &A) {
+    core::hint::black_box(body)(ctx, args)
+}
+
 /// Runs the symmetric kernel body of `args.proto` and `args.dtype` (the CPU backend's entry
 /// point); an unknown protocol or data type is recorded as an argument error.
 ///
@@ -133,18 +146,18 @@ pub unsafe fn sym_dispatch(ctx: &ExecCtx, args: &SymArgs) {
     macro_rules! by_dtype {
         ($f:ident) => {
             match DataType::from_u32(args.dtype) {
-                Some(DataType::I8) => $f::<i8>(ctx, args),
-                Some(DataType::U8) => $f::<u8>(ctx, args),
-                Some(DataType::I32) => $f::<i32>(ctx, args),
-                Some(DataType::U32) => $f::<u32>(ctx, args),
-                Some(DataType::I64) => $f::<i64>(ctx, args),
-                Some(DataType::U64) => $f::<u64>(ctx, args),
-                Some(DataType::F16) => $f::<F16>(ctx, args),
-                Some(DataType::F32) => $f::<f32>(ctx, args),
-                Some(DataType::F64) => $f::<f64>(ctx, args),
-                Some(DataType::Bf16) => $f::<Bf16>(ctx, args),
-                Some(DataType::F8E4M3) => $f::<F8E4M3>(ctx, args),
-                Some(DataType::F8E5M2) => $f::<F8E5M2>(ctx, args),
+                Some(DataType::I8) => out_of_line($f::<i8>, ctx, args),
+                Some(DataType::U8) => out_of_line($f::<u8>, ctx, args),
+                Some(DataType::I32) => out_of_line($f::<i32>, ctx, args),
+                Some(DataType::U32) => out_of_line($f::<u32>, ctx, args),
+                Some(DataType::I64) => out_of_line($f::<i64>, ctx, args),
+                Some(DataType::U64) => out_of_line($f::<u64>, ctx, args),
+                Some(DataType::F16) => out_of_line($f::<F16>, ctx, args),
+                Some(DataType::F32) => out_of_line($f::<f32>, ctx, args),
+                Some(DataType::F64) => out_of_line($f::<f64>, ctx, args),
+                Some(DataType::Bf16) => out_of_line($f::<Bf16>, ctx, args),
+                Some(DataType::F8E4M3) => out_of_line($f::<F8E4M3>, ctx, args),
+                Some(DataType::F8E5M2) => out_of_line($f::<F8E5M2>, ctx, args),
                 // The proto check inside reports it; u8 stands in for the unknown type.
                 None => sym_bad_dtype(ctx, args),
             }
@@ -282,18 +295,18 @@ pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
         return all_reduce_ll_dispatch(ctx, args);
     }
     match DataType::from_u32(args.dtype) {
-        Some(DataType::I8) => all_reduce::<i8>(ctx, args),
-        Some(DataType::U8) => all_reduce::<u8>(ctx, args),
-        Some(DataType::I32) => all_reduce::<i32>(ctx, args),
-        Some(DataType::U32) => all_reduce::<u32>(ctx, args),
-        Some(DataType::I64) => all_reduce::<i64>(ctx, args),
-        Some(DataType::U64) => all_reduce::<u64>(ctx, args),
-        Some(DataType::F16) => all_reduce::<F16>(ctx, args),
-        Some(DataType::F32) => all_reduce::<f32>(ctx, args),
-        Some(DataType::F64) => all_reduce::<f64>(ctx, args),
-        Some(DataType::Bf16) => all_reduce::<Bf16>(ctx, args),
-        Some(DataType::F8E4M3) => all_reduce::<F8E4M3>(ctx, args),
-        Some(DataType::F8E5M2) => all_reduce::<F8E5M2>(ctx, args),
+        Some(DataType::I8) => out_of_line(all_reduce::<i8>, ctx, args),
+        Some(DataType::U8) => out_of_line(all_reduce::<u8>, ctx, args),
+        Some(DataType::I32) => out_of_line(all_reduce::<i32>, ctx, args),
+        Some(DataType::U32) => out_of_line(all_reduce::<u32>, ctx, args),
+        Some(DataType::I64) => out_of_line(all_reduce::<i64>, ctx, args),
+        Some(DataType::U64) => out_of_line(all_reduce::<u64>, ctx, args),
+        Some(DataType::F16) => out_of_line(all_reduce::<F16>, ctx, args),
+        Some(DataType::F32) => out_of_line(all_reduce::<f32>, ctx, args),
+        Some(DataType::F64) => out_of_line(all_reduce::<f64>, ctx, args),
+        Some(DataType::Bf16) => out_of_line(all_reduce::<Bf16>, ctx, args),
+        Some(DataType::F8E4M3) => out_of_line(all_reduce::<F8E4M3>, ctx, args),
+        Some(DataType::F8E5M2) => out_of_line(all_reduce::<F8E5M2>, ctx, args),
         None => {}
     }
 }
@@ -304,18 +317,18 @@ pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
 /// As [`all_reduce_ll`]; `ctx` must be one block of the grid every rank launched.
 pub unsafe fn all_reduce_ll_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
     match DataType::from_u32(args.dtype) {
-        Some(DataType::I8) => all_reduce_ll::<i8>(ctx, args),
-        Some(DataType::U8) => all_reduce_ll::<u8>(ctx, args),
-        Some(DataType::I32) => all_reduce_ll::<i32>(ctx, args),
-        Some(DataType::U32) => all_reduce_ll::<u32>(ctx, args),
-        Some(DataType::I64) => all_reduce_ll::<i64>(ctx, args),
-        Some(DataType::U64) => all_reduce_ll::<u64>(ctx, args),
-        Some(DataType::F16) => all_reduce_ll::<F16>(ctx, args),
-        Some(DataType::F32) => all_reduce_ll::<f32>(ctx, args),
-        Some(DataType::F64) => all_reduce_ll::<f64>(ctx, args),
-        Some(DataType::Bf16) => all_reduce_ll::<Bf16>(ctx, args),
-        Some(DataType::F8E4M3) => all_reduce_ll::<F8E4M3>(ctx, args),
-        Some(DataType::F8E5M2) => all_reduce_ll::<F8E5M2>(ctx, args),
+        Some(DataType::I8) => out_of_line(all_reduce_ll::<i8>, ctx, args),
+        Some(DataType::U8) => out_of_line(all_reduce_ll::<u8>, ctx, args),
+        Some(DataType::I32) => out_of_line(all_reduce_ll::<i32>, ctx, args),
+        Some(DataType::U32) => out_of_line(all_reduce_ll::<u32>, ctx, args),
+        Some(DataType::I64) => out_of_line(all_reduce_ll::<i64>, ctx, args),
+        Some(DataType::U64) => out_of_line(all_reduce_ll::<u64>, ctx, args),
+        Some(DataType::F16) => out_of_line(all_reduce_ll::<F16>, ctx, args),
+        Some(DataType::F32) => out_of_line(all_reduce_ll::<f32>, ctx, args),
+        Some(DataType::F64) => out_of_line(all_reduce_ll::<f64>, ctx, args),
+        Some(DataType::Bf16) => out_of_line(all_reduce_ll::<Bf16>, ctx, args),
+        Some(DataType::F8E4M3) => out_of_line(all_reduce_ll::<F8E4M3>, ctx, args),
+        Some(DataType::F8E5M2) => out_of_line(all_reduce_ll::<F8E5M2>, ctx, args),
         None => {}
     }
 }
@@ -331,19 +344,19 @@ pub unsafe fn coll_dispatch(ctx: &ExecCtx, args: &CollArgs) {
         return;
     };
     match CollKernel::of(args.coll, dt) {
-        Some(CollKernel::Copy | CollKernel::CopyCs) => copy_coll(ctx, args),
-        Some(CollKernel::Reduce(DataType::I8)) => reduce_coll::<i8>(ctx, args),
-        Some(CollKernel::Reduce(DataType::U8)) => reduce_coll::<u8>(ctx, args),
-        Some(CollKernel::Reduce(DataType::I32)) => reduce_coll::<i32>(ctx, args),
-        Some(CollKernel::Reduce(DataType::U32)) => reduce_coll::<u32>(ctx, args),
-        Some(CollKernel::Reduce(DataType::I64)) => reduce_coll::<i64>(ctx, args),
-        Some(CollKernel::Reduce(DataType::U64)) => reduce_coll::<u64>(ctx, args),
-        Some(CollKernel::Reduce(DataType::F16)) => reduce_coll::<F16>(ctx, args),
-        Some(CollKernel::Reduce(DataType::F32)) => reduce_coll::<f32>(ctx, args),
-        Some(CollKernel::Reduce(DataType::F64)) => reduce_coll::<f64>(ctx, args),
-        Some(CollKernel::Reduce(DataType::Bf16)) => reduce_coll::<Bf16>(ctx, args),
-        Some(CollKernel::Reduce(DataType::F8E4M3)) => reduce_coll::<F8E4M3>(ctx, args),
-        Some(CollKernel::Reduce(DataType::F8E5M2)) => reduce_coll::<F8E5M2>(ctx, args),
+        Some(CollKernel::Copy | CollKernel::CopyCs) => out_of_line(copy_coll, ctx, args),
+        Some(CollKernel::Reduce(DataType::I8)) => out_of_line(reduce_coll::<i8>, ctx, args),
+        Some(CollKernel::Reduce(DataType::U8)) => out_of_line(reduce_coll::<u8>, ctx, args),
+        Some(CollKernel::Reduce(DataType::I32)) => out_of_line(reduce_coll::<i32>, ctx, args),
+        Some(CollKernel::Reduce(DataType::U32)) => out_of_line(reduce_coll::<u32>, ctx, args),
+        Some(CollKernel::Reduce(DataType::I64)) => out_of_line(reduce_coll::<i64>, ctx, args),
+        Some(CollKernel::Reduce(DataType::U64)) => out_of_line(reduce_coll::<u64>, ctx, args),
+        Some(CollKernel::Reduce(DataType::F16)) => out_of_line(reduce_coll::<F16>, ctx, args),
+        Some(CollKernel::Reduce(DataType::F32)) => out_of_line(reduce_coll::<f32>, ctx, args),
+        Some(CollKernel::Reduce(DataType::F64)) => out_of_line(reduce_coll::<f64>, ctx, args),
+        Some(CollKernel::Reduce(DataType::Bf16)) => out_of_line(reduce_coll::<Bf16>, ctx, args),
+        Some(CollKernel::Reduce(DataType::F8E4M3)) => out_of_line(reduce_coll::<F8E4M3>, ctx, args),
+        Some(CollKernel::Reduce(DataType::F8E5M2)) => out_of_line(reduce_coll::<F8E5M2>, ctx, args),
         None => {}
     }
 }
