@@ -115,15 +115,23 @@ fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) -> Vec<String
 
 #[test]
 fn mismatched_symmetric_calls_are_reported() {
-    for setting in [
+    // One CTA per rank, then eight: with several, a block that starts after a sibling of its
+    // rank recorded the mismatch does no work, and its peers' blocks must not wait for it
+    // until the timeout.
+    for (setting, ctas) in [
         "ll",
         "lamport",
         "simple-oneshot",
         "simple-twoshot",
         "ll-twoshot",
         "lamport-twoshot",
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|s| [(s, "1"), (s, "8")])
+    {
         std::env::set_var("OXCCL_SYM", setting);
+        std::env::set_var("OXCCL_SYM_CTAS", ctas);
+        let setting = &format!("{setting} on {ctas} CTAs");
         // Counts differ (the larger side would wait for lines that never come).
         mismatch_case(
             setting,
@@ -162,6 +170,7 @@ fn mismatched_symmetric_calls_are_reported() {
             &[&[2], &[2], &[0, 1]],
         );
     }
+    std::env::remove_var("OXCCL_SYM_CTAS");
     // One rank runs the two-shot, the other the one-shot of the same all-reduce (the
     // fingerprints differ in the kind): both name the peer's call and their own.
     for (two, one) in [("ll-twoshot", "ll"), ("lamport-twoshot", "lamport")] {

@@ -52,7 +52,34 @@ impl Waiter {
     #[inline]
     pub unsafe fn wait_geq_acquire_sys(&self, p: *const u64, target: u64) -> Result<u64, WaitError> {
         // SAFETY: caller contract: `p` is a valid, aligned flag.
-        unsafe { self.wait_geq_with(p, target, |p| arch::load_acquire_sys_u64(p)) }
+        unsafe { Self::seen(self.wait_geq_with(p, target, 0, |p| arch::load_acquire_sys_u64(p))) }
+    }
+
+    /// As [`Self::wait_geq_acquire_sys`], or at GPU scope when `gpu` (as
+    /// [`Self::wait_geq_acquire_gpu`]), that also stops, with `Ok(None)`, once an error is
+    /// recorded in `rec` (checked with the abort flag): a waiter whose own peer is fine gives
+    /// up when another thread of its rank found the operation failed (a mismatch, say), since
+    /// what it waits for may never come: a block that starts after its rank failed does no
+    /// work, so the peer's block that waits for it would otherwise wait until its timeout.
+    ///
+    /// # Safety
+    /// As [`Self::wait_geq_acquire_sys`]; `rec` is a valid, aligned `ErrorRecord` address or 0.
+    #[inline(always)]
+    pub unsafe fn wait_geq_acquire_unless_recorded(
+        &self,
+        p: *const u64,
+        target: u64,
+        gpu: bool,
+        rec: u64,
+    ) -> Result<Option<u64>, WaitError> {
+        // SAFETY: caller contract: `p` is a valid, aligned flag, `rec` a record or 0.
+        unsafe {
+            if gpu {
+                self.wait_geq_with(p, target, rec, |p| arch::load_acquire_gpu_u64(p))
+            } else {
+                self.wait_geq_with(p, target, rec, |p| arch::load_acquire_sys_u64(p))
+            }
+        }
     }
 
     /// As [`Self::wait_geq_acquire_sys`] with the acquire load at GPU scope (every writer runs
@@ -63,7 +90,7 @@ impl Waiter {
     #[inline]
     pub unsafe fn wait_geq_acquire_gpu(&self, p: *const u64, target: u64) -> Result<u64, WaitError> {
         // SAFETY: caller contract: `p` is a valid, aligned flag.
-        unsafe { self.wait_geq_with(p, target, |p| arch::load_acquire_gpu_u64(p)) }
+        unsafe { Self::seen(self.wait_geq_with(p, target, 0, |p| arch::load_acquire_gpu_u64(p))) }
     }
 
     /// As [`Self::wait_geq_acquire_sys`] with a relaxed load at system scope: the wait
@@ -74,27 +101,36 @@ impl Waiter {
     #[inline]
     pub unsafe fn wait_geq_relaxed_sys(&self, p: *const u64, target: u64) -> Result<u64, WaitError> {
         // SAFETY: caller contract: `p` is a valid, aligned flag.
-        unsafe { self.wait_geq_with(p, target, |p| arch::load_relaxed_sys_u64(p)) }
+        unsafe { Self::seen(self.wait_geq_with(p, target, 0, |p| arch::load_relaxed_sys_u64(p))) }
     }
 
-    /// The loop behind the `wait_geq_*` functions, with the poll `load`.
+    /// The value of a wait without an error record to watch (`rec` 0, so never `None`).
+    #[inline(always)]
+    fn seen(r: Result<Option<u64>, WaitError>) -> Result<u64, WaitError> {
+        r.map(|v| v.unwrap_or(0))
+    }
+
+    /// The loop behind the `wait_geq_*` functions, with the poll `load`; `Ok(None)` when an
+    /// error got recorded in `rec` (0: none watched).
     ///
     /// # Safety
-    /// `load(p)` must be sound to call (as the public callers' contracts make it).
+    /// `load(p)` must be sound to call (as the public callers' contracts make it); `rec` is
+    /// a valid, aligned `ErrorRecord` address or 0.
     #[inline(always)]
     unsafe fn wait_geq_with(
         &self,
         p: *const u64,
         target: u64,
+        rec: u64,
         load: impl Fn(*const u64) -> u64,
-    ) -> Result<u64, WaitError> {
+    ) -> Result<Option<u64>, WaitError> {
         let mut spins: u32 = 0;
         let mut total: u32 = 0;
         let mut start: u64 = 0;
         loop {
             let v = load(p);
             if (v.wrapping_sub(target) as i64) >= 0 {
-                return Ok(v);
+                return Ok(Some(v));
             }
             spins += 1;
             total = total.saturating_add(1);
@@ -102,6 +138,10 @@ impl Waiter {
             if spins >= arch::SPINS_PER_CHECK || cfg!(not(target_arch = "nvptx64")) {
                 spins = 0;
                 self.check_abort()?;
+                // SAFETY: caller contract: `rec` is a valid record or 0.
+                if unsafe { error_recorded(rec) } {
+                    return Ok(None);
+                }
                 let now = arch::globaltimer();
                 if start == 0 {
                     start = now;

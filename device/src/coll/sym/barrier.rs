@@ -64,7 +64,8 @@ pub unsafe fn arrive(c: &SymCtx, epoch: u64, fp: u64) {
 }
 
 /// Wait until every rank's block arrived at `epoch`; `false` (in every thread of the block)
-/// after recording the error when a wait was aborted or timed out.
+/// after recording the error when a wait was aborted or timed out, or when another block of
+/// this rank recorded one meanwhile.
 ///
 /// # Safety
 /// Called by every thread of the block; the area must be valid in this rank's copy.
@@ -87,18 +88,23 @@ pub unsafe fn wait_checked(c: &SymCtx, epoch: u64, fp: Option<u64>) -> bool {
     let mut t = c.ctx.thread;
     while t < c.n {
         let l = line(c, c.me, c.ctx.block, t);
-        let seen = if c.gpu_scope {
-            c.waiter.wait_geq_acquire_gpu(l, epoch)
-        } else {
-            c.waiter.wait_geq_acquire_sys(l, epoch)
-        };
-        match seen {
+        match c
+            .waiter
+            .wait_geq_acquire_unless_recorded(l, epoch, c.gpu_scope, c.a.error)
+        {
             Err(e) => {
                 c.wait_failed(t, e);
                 failed = true;
                 break;
             }
-            Ok(v) => {
+            // Another block of this rank recorded the op's error (a mismatch): the peer's
+            // block this one waits for may have started after its own rank failed, and
+            // then it never arrives.
+            Ok(None) => {
+                failed = true;
+                break;
+            }
+            Ok(Some(v)) => {
                 if let Some(ours) = fp {
                     if t != c.me && v.wrapping_sub(epoch) < 2 {
                         let theirs = arch::load_volatile_u64(fp_line(c, c.me, c.ctx.block, t));
