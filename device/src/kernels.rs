@@ -136,6 +136,28 @@ unsafe fn out_of_line<A>(body: unsafe fn(&ExecCtx, &A), ctx: &ExecCtx, args: &A)
     core::hint::black_box(body)(ctx, args)
 }
 
+/// `out_of_line($body::<T>, $ctx, $args)` for the element type `T` of `$dt` (an
+/// `Option<DataType>`), `$none` when it is `None`: the CPU backend's dispatch by data type.
+macro_rules! out_of_line_by_dtype {
+    ($dt:expr, $body:ident, $ctx:expr, $args:expr, $none:expr) => {
+        match $dt {
+            Some(DataType::I8) => out_of_line($body::<i8>, $ctx, $args),
+            Some(DataType::U8) => out_of_line($body::<u8>, $ctx, $args),
+            Some(DataType::I32) => out_of_line($body::<i32>, $ctx, $args),
+            Some(DataType::U32) => out_of_line($body::<u32>, $ctx, $args),
+            Some(DataType::I64) => out_of_line($body::<i64>, $ctx, $args),
+            Some(DataType::U64) => out_of_line($body::<u64>, $ctx, $args),
+            Some(DataType::F16) => out_of_line($body::<F16>, $ctx, $args),
+            Some(DataType::F32) => out_of_line($body::<f32>, $ctx, $args),
+            Some(DataType::F64) => out_of_line($body::<f64>, $ctx, $args),
+            Some(DataType::Bf16) => out_of_line($body::<Bf16>, $ctx, $args),
+            Some(DataType::F8E4M3) => out_of_line($body::<F8E4M3>, $ctx, $args),
+            Some(DataType::F8E5M2) => out_of_line($body::<F8E5M2>, $ctx, $args),
+            None => $none,
+        }
+    };
+}
+
 /// Runs the symmetric kernel body of `args.proto` and `args.dtype` (the CPU backend's entry
 /// point); an unknown protocol or data type is recorded as an argument error.
 ///
@@ -143,30 +165,11 @@ unsafe fn out_of_line<A>(body: unsafe fn(&ExecCtx, &A), ctx: &ExecCtx, args: &A)
 /// As [`sym_simple`] / [`sym_ll`] / [`sym_lamport`]; `ctx` must be one block of the grid
 /// every rank launched.
 pub unsafe fn sym_dispatch(ctx: &ExecCtx, args: &SymArgs) {
-    macro_rules! by_dtype {
-        ($f:ident) => {
-            match DataType::from_u32(args.dtype) {
-                Some(DataType::I8) => out_of_line($f::<i8>, ctx, args),
-                Some(DataType::U8) => out_of_line($f::<u8>, ctx, args),
-                Some(DataType::I32) => out_of_line($f::<i32>, ctx, args),
-                Some(DataType::U32) => out_of_line($f::<u32>, ctx, args),
-                Some(DataType::I64) => out_of_line($f::<i64>, ctx, args),
-                Some(DataType::U64) => out_of_line($f::<u64>, ctx, args),
-                Some(DataType::F16) => out_of_line($f::<F16>, ctx, args),
-                Some(DataType::F32) => out_of_line($f::<f32>, ctx, args),
-                Some(DataType::F64) => out_of_line($f::<f64>, ctx, args),
-                Some(DataType::Bf16) => out_of_line($f::<Bf16>, ctx, args),
-                Some(DataType::F8E4M3) => out_of_line($f::<F8E4M3>, ctx, args),
-                Some(DataType::F8E5M2) => out_of_line($f::<F8E5M2>, ctx, args),
-                // The proto check inside reports it; u8 stands in for the unknown type.
-                None => sym_bad_dtype(ctx, args),
-            }
-        };
-    }
+    let dt = DataType::from_u32(args.dtype);
     match args.proto {
-        SYM_PROTO_SIMPLE => by_dtype!(sym_simple),
-        SYM_PROTO_LL => by_dtype!(sym_ll),
-        SYM_PROTO_LAMPORT => by_dtype!(sym_lamport),
+        SYM_PROTO_SIMPLE => out_of_line_by_dtype!(dt, sym_simple, ctx, args, sym_bad_dtype(ctx, args)),
+        SYM_PROTO_LL => out_of_line_by_dtype!(dt, sym_ll, ctx, args, sym_bad_dtype(ctx, args)),
+        SYM_PROTO_LAMPORT => out_of_line_by_dtype!(dt, sym_lamport, ctx, args, sym_bad_dtype(ctx, args)),
         _ => sym_bad_dtype(ctx, args),
     }
 }
@@ -294,21 +297,7 @@ pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
     if args.algo == ALGO_LL {
         return all_reduce_ll_dispatch(ctx, args);
     }
-    match DataType::from_u32(args.dtype) {
-        Some(DataType::I8) => out_of_line(all_reduce::<i8>, ctx, args),
-        Some(DataType::U8) => out_of_line(all_reduce::<u8>, ctx, args),
-        Some(DataType::I32) => out_of_line(all_reduce::<i32>, ctx, args),
-        Some(DataType::U32) => out_of_line(all_reduce::<u32>, ctx, args),
-        Some(DataType::I64) => out_of_line(all_reduce::<i64>, ctx, args),
-        Some(DataType::U64) => out_of_line(all_reduce::<u64>, ctx, args),
-        Some(DataType::F16) => out_of_line(all_reduce::<F16>, ctx, args),
-        Some(DataType::F32) => out_of_line(all_reduce::<f32>, ctx, args),
-        Some(DataType::F64) => out_of_line(all_reduce::<f64>, ctx, args),
-        Some(DataType::Bf16) => out_of_line(all_reduce::<Bf16>, ctx, args),
-        Some(DataType::F8E4M3) => out_of_line(all_reduce::<F8E4M3>, ctx, args),
-        Some(DataType::F8E5M2) => out_of_line(all_reduce::<F8E5M2>, ctx, args),
-        None => {}
-    }
+    out_of_line_by_dtype!(DataType::from_u32(args.dtype), all_reduce, ctx, args, {})
 }
 
 /// Runs the LL all-reduce kernel body for `args.dtype`.
@@ -316,21 +305,7 @@ pub unsafe fn all_reduce_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
 /// # Safety
 /// As [`all_reduce_ll`]; `ctx` must be one block of the grid every rank launched.
 pub unsafe fn all_reduce_ll_dispatch(ctx: &ExecCtx, args: &AllReduceArgs) {
-    match DataType::from_u32(args.dtype) {
-        Some(DataType::I8) => out_of_line(all_reduce_ll::<i8>, ctx, args),
-        Some(DataType::U8) => out_of_line(all_reduce_ll::<u8>, ctx, args),
-        Some(DataType::I32) => out_of_line(all_reduce_ll::<i32>, ctx, args),
-        Some(DataType::U32) => out_of_line(all_reduce_ll::<u32>, ctx, args),
-        Some(DataType::I64) => out_of_line(all_reduce_ll::<i64>, ctx, args),
-        Some(DataType::U64) => out_of_line(all_reduce_ll::<u64>, ctx, args),
-        Some(DataType::F16) => out_of_line(all_reduce_ll::<F16>, ctx, args),
-        Some(DataType::F32) => out_of_line(all_reduce_ll::<f32>, ctx, args),
-        Some(DataType::F64) => out_of_line(all_reduce_ll::<f64>, ctx, args),
-        Some(DataType::Bf16) => out_of_line(all_reduce_ll::<Bf16>, ctx, args),
-        Some(DataType::F8E4M3) => out_of_line(all_reduce_ll::<F8E4M3>, ctx, args),
-        Some(DataType::F8E5M2) => out_of_line(all_reduce_ll::<F8E5M2>, ctx, args),
-        None => {}
-    }
+    out_of_line_by_dtype!(DataType::from_u32(args.dtype), all_reduce_ll, ctx, args, {})
 }
 
 /// Runs the kernel body of a [`CollArgs`] collective (the CPU backend's entry point): the
@@ -345,18 +320,7 @@ pub unsafe fn coll_dispatch(ctx: &ExecCtx, args: &CollArgs) {
     };
     match CollKernel::of(args.coll, dt) {
         Some(CollKernel::Copy | CollKernel::CopyCs) => out_of_line(copy_coll, ctx, args),
-        Some(CollKernel::Reduce(DataType::I8)) => out_of_line(reduce_coll::<i8>, ctx, args),
-        Some(CollKernel::Reduce(DataType::U8)) => out_of_line(reduce_coll::<u8>, ctx, args),
-        Some(CollKernel::Reduce(DataType::I32)) => out_of_line(reduce_coll::<i32>, ctx, args),
-        Some(CollKernel::Reduce(DataType::U32)) => out_of_line(reduce_coll::<u32>, ctx, args),
-        Some(CollKernel::Reduce(DataType::I64)) => out_of_line(reduce_coll::<i64>, ctx, args),
-        Some(CollKernel::Reduce(DataType::U64)) => out_of_line(reduce_coll::<u64>, ctx, args),
-        Some(CollKernel::Reduce(DataType::F16)) => out_of_line(reduce_coll::<F16>, ctx, args),
-        Some(CollKernel::Reduce(DataType::F32)) => out_of_line(reduce_coll::<f32>, ctx, args),
-        Some(CollKernel::Reduce(DataType::F64)) => out_of_line(reduce_coll::<f64>, ctx, args),
-        Some(CollKernel::Reduce(DataType::Bf16)) => out_of_line(reduce_coll::<Bf16>, ctx, args),
-        Some(CollKernel::Reduce(DataType::F8E4M3)) => out_of_line(reduce_coll::<F8E4M3>, ctx, args),
-        Some(CollKernel::Reduce(DataType::F8E5M2)) => out_of_line(reduce_coll::<F8E5M2>, ctx, args),
+        Some(CollKernel::Reduce(t)) => out_of_line_by_dtype!(Some(t), reduce_coll, ctx, args, {}),
         None => {}
     }
 }
