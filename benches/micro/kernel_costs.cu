@@ -78,8 +78,12 @@ struct Lam { uint64_t* slot; float4* in; float4* out; uint4* box; int n; int lin
 __device__ __forceinline__ uint4* box_of(const Lam& L, int rank, int buf, int src) {
     return L.box + ((size_t)(rank * 3 + buf) * L.n + src) * LINES;
 }
-template <int MODE>
+// PDL: launched with programmatic stream serialization; the kernel lets the next one in its
+// stream be scheduled at once (griddepcontrol.launch_dependents) and waits for the previous one
+// to have finished and flushed (griddepcontrol.wait) before it touches any memory.
+template <int MODE, bool PDL = false>
 __global__ void k_lamport(Lam L, int me) {
+    if (PDL) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); asm volatile("griddepcontrol.wait;" ::: "memory"); }
     int t = threadIdx.x;
     float4 v = make_float4(0, 0, 0, 0);
     uint64_t seq;
@@ -118,27 +122,39 @@ __global__ void k_lamport(Lam L, int me) {
 }
 __global__ void k_poison(uint4* b, size_t n) { for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) b[i] = make_uint4(SENT, SENT, SENT, SENT); }
 __global__ void k_lam_empty(Lam, int) {}
+__global__ void k_lam_empty_pdl(Lam, int) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+static void launch(void (*k)(Lam, int), Lam L, int i, cudaStream_t s, bool pdl) {
+    if (!pdl) { k<<<1, 256, 0, s>>>(L, i); return; }
+    cudaLaunchConfig_t c = {}; cudaLaunchAttribute a[1];
+    a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    a[0].val.programmaticStreamSerializationAllowed = 1;
+    c.gridDim = dim3(1); c.blockDim = dim3(256); c.stream = s; c.attrs = a; c.numAttrs = 1;
+    cudaLaunchKernelEx(&c, k, L, i);
+}
 
 typedef void (*KL)(Lam, int);
 // Median us per operation (one kernel per rank per op, rank r on stream r), and whether every
 // output element of the last replay equals the sum of the inputs.
-static double time_lamport(KL k, Lam L, cudaStream_t* s, cudaEvent_t* ev, bool* ok) {
+static double time_lamport(KL k, Lam L, cudaStream_t* s, cudaEvent_t* ev, bool* ok, bool pdl = false) {
     cudaGraph_t g; cudaGraphExec_t ge;
     const int per = 20, replays = 20;
     cudaStreamBeginCapture(s[0], cudaStreamCaptureModeRelaxed);
     cudaEventRecord(ev[2], s[0]);
     for (int i = 1; i < L.n; i++) cudaStreamWaitEvent(s[i], ev[2], 0);
-    for (int j = 0; j < per; j++) for (int i = 0; i < L.n; i++) k<<<1, 256, 0, s[i]>>>(L, i);
+    for (int j = 0; j < per; j++) for (int i = 0; i < L.n; i++) launch(k, L, i, s[i], pdl);
     for (int i = 1; i < L.n; i++) { cudaEventRecord(ev[8 + i], s[i]); cudaStreamWaitEvent(s[0], ev[8 + i], 0); }
-    cudaStreamEndCapture(s[0], &g);
-    cudaGraphInstantiate(&ge, g, 0);
+    cudaError_t ce = cudaStreamEndCapture(s[0], &g);
+    if (ce == cudaSuccess) ce = cudaGraphInstantiate(&ge, g, 0);
+    if (ce != cudaSuccess) { printf("capture (pdl=%d): %s\n", pdl, cudaGetErrorString(ce)); *ok = false; return -1; }
     cudaMemset(L.out, 0xff, sizeof(float4) * LINES * L.n);
     cudaGraphLaunch(ge, s[0]); cudaStreamSynchronize(s[0]);
     std::vector<float4> in(LINES * L.n), out(LINES * L.n);
     cudaMemcpy(in.data(), L.in, in.size() * 16, cudaMemcpyDeviceToHost);
     cudaMemcpy(out.data(), L.out, out.size() * 16, cudaMemcpyDeviceToHost);
     *ok = cudaGetLastError() == cudaSuccess;
-    for (int r = 0; r < L.n && k != k_lam_empty; r++) for (int t = 0; t < L.lines; t++) {
+    for (int r = 0; r < L.n && k != k_lam_empty && k != k_lam_empty_pdl; r++) for (int t = 0; t < L.lines; t++) {
         float e = 0; for (int q = 0; q < L.n; q++) e += in[q * LINES + t].x;
         if (out[r * LINES + t].x != e) *ok = false;
     }
@@ -158,7 +174,8 @@ static double time_lamport(KL k, Lam L, cudaStream_t* s, cudaEvent_t* ev, bool* 
 
 static int lamport_table(cudaStream_t* s, cudaEvent_t* ev) {
     printf("\nideal CUDA Lamport all-reduce (1 block x 256, graph of 20 ops, us per op)\n");
-    printf("%-6s %-8s %10s %10s %10s %10s %10s %10s\n", "ranks", "payload", "empty", "serial", "prefetch", "hoist", "nofence", "nobar");
+    printf("%-6s %-8s %10s %10s %10s %10s %10s %10s | PDL: %10s %10s %10s %10s\n", "ranks", "payload", "empty", "serial", "prefetch", "hoist", "nofence", "nobar",
+           "empty", "empty+wait", "serial", "nofence");
     for (int n : {1, 2, 8}) for (int lines : {1, 256}) {
         Lam L; L.n = n; L.lines = lines;
         size_t boxes = (size_t)n * 3 * n * LINES;
@@ -169,11 +186,12 @@ static int lamport_table(cudaStream_t* s, cudaEvent_t* ev) {
         for (size_t i = 0; i < in.size(); i++) { float f = (float)((i * 7919) % 1000) * 0.25f; in[i] = make_float4(f, f + 1, f + 2, f + 3); }
         CK(cudaMemcpy(L.in, in.data(), in.size() * 16, cudaMemcpyHostToDevice));
         k_poison<<<64, 256>>>(L.box, boxes); CK(cudaDeviceSynchronize());
-        bool ok[6]; double t[6];
-        KL ks[6] = {k_lam_empty, k_lamport<0>, k_lamport<1>, k_lamport<2>, k_lamport<3>, k_lamport<4>};
-        for (int i = 0; i < 6; i++) t[i] = time_lamport(ks[i], L, s, ev, &ok[i]);
+        bool ok[10]; double t[10];
+        KL ks[10] = {k_lam_empty, k_lamport<0>, k_lamport<1>, k_lamport<2>, k_lamport<3>, k_lamport<4>,
+                     k_lam_empty, k_lam_empty_pdl, k_lamport<0, true>, k_lamport<3, true>};
+        for (int i = 0; i < 10; i++) t[i] = time_lamport(ks[i], L, s, ev, &ok[i], i >= 6);
         printf("%-6d %-8d", n, lines * 16);
-        for (int i = 0; i < 6; i++) printf(" %8.3f%s", t[i], ok[i] ? "  " : "!!");
+        for (int i = 0; i < 10; i++) printf(" %8.3f%s%s", t[i], ok[i] ? "  " : "!!", i == 5 ? " |     " : "");
         printf("\n");
         cudaFree(L.slot); cudaFree(L.in); cudaFree(L.out); cudaFree(L.box);
     }

@@ -208,7 +208,10 @@ fn p2p_kernel_uses_its_protocol_instructions() {
 
 /// The symmetric kernels: Simple moves payload with 16-byte weak vectors between
 /// release/acquire barriers; LL and Lamport lines are one 16-byte volatile store and poll;
-/// Lamport fences before its stores; every family polls the abort flag and the timer.
+/// Lamport fences before its stores; every family polls the abort flag and the timer, and
+/// begins with `griddepcontrol.wait` (SYM_FLAG_EARLY_NEXT: a programmatic launch waits for
+/// the previous kernel of its stream) before its first global access, then may trigger the
+/// next launch (`griddepcontrol.launch_dependents`).
 #[test]
 fn sym_kernels_use_their_protocol_instructions() {
     use oxccl_device::kernels::{SYM_KERNELS, SYM_LAMPORT_KERNELS, SYM_LL_KERNELS, SYM_SIMPLE_KERNELS};
@@ -218,7 +221,33 @@ fn sym_kernels_use_their_protocol_instructions() {
         let body = f
             .get(k)
             .unwrap_or_else(|| panic!("kernel {k} missing from the PTX (regenerate ptx/)"));
-        let mut want = vec!["ld.volatile.u32", "%globaltimer"];
+        let mut want = vec![
+            "ld.volatile.u32",
+            "%globaltimer",
+            "griddepcontrol.launch_dependents",
+        ];
+        let wait = body
+            .find("griddepcontrol.wait")
+            .unwrap_or_else(|| panic!("kernel {k} lacks griddepcontrol.wait"));
+        let first_global = [
+            "ld.global",
+            "st.global",
+            "ld.volatile",
+            "st.volatile",
+            "ld.acquire",
+            "ld.u",
+            "ld.v",
+            "st.u",
+            "st.v",
+        ]
+        .iter()
+        .filter_map(|i| body.find(&format!("\t{i}")))
+        .min()
+        .unwrap_or(usize::MAX);
+        assert!(
+            wait < first_global,
+            "kernel {k} touches memory before griddepcontrol.wait"
+        );
         if SYM_SIMPLE_KERNELS.contains(&k) {
             want.extend([
                 "ld.v4.u32",

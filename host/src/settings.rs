@@ -87,6 +87,11 @@ pub const SETTINGS: &[Setting] = &[
         help: "symmetric kernels: CTAs (blocks) per rank of every launch, equal on every rank (0 = the measured table that `oxccl tuner` prints; still capped by occupancy and OXCCL_MAX_BLOCKS / NCCL_MAX_CTAS)",
     },
     Setting {
+        name: "OXCCL_SYM_PDL",
+        default: "1",
+        help: "symmetric kernels on the GPU: 1 = launch grids of at most half the blocks per rank that fit with programmatic dependent launch (the next op's blocks are scheduled while the previous op runs, and start once it completed), 0 = ordinary launches",
+    },
+    Setting {
         name: "OXCCL_STAGING_BYTES",
         default: "134217728",
         help: "communicators spanning processes: bytes of each of a rank's two staging buffers (must be equal on every rank)",
@@ -212,6 +217,11 @@ pub fn sym_choice() -> String {
 /// `OXCCL_SYM_CTAS` (0: the table).
 pub fn sym_ctas() -> u32 {
     get_u64("OXCCL_SYM_CTAS").min(u32::MAX as u64) as u32
+}
+
+/// `OXCCL_SYM_PDL`: false only for `0`.
+pub fn sym_pdl() -> bool {
+    get_u64("OXCCL_SYM_PDL") != 0
 }
 
 /// `OXCCL_STAGING_BYTES`, at least 4096.

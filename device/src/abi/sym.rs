@@ -81,6 +81,17 @@ pub const SYM_FLAG_LL_RESET: u32 = 1;
 /// scope, which is enough because every thread that reads or writes the scratch area runs on
 /// the same device. Without it (peers on other GPUs) they use system scope.
 pub const SYM_FLAG_ONE_DEVICE: u32 = 2;
+/// Programmatic dependent launch: the host launched this kernel with programmatic stream
+/// serialization, so the driver may schedule it while the previous kernel of its stream still
+/// runs. Every symmetric kernel starts with `griddepcontrol.wait` (the previous kernel has
+/// completed and its memory operations are visible; a no-op for an ordinary launch), so the
+/// op still runs in stream order. With this flag it then executes
+/// `griddepcontrol.launch_dependents`, letting the next such launch of its stream be
+/// scheduled while it runs. The host sets the flag only for grids of at most half the blocks
+/// per rank that fit on the device, so that the next op's waiting blocks and this op's fit
+/// together and never keep a peer rank's blocks of this op from becoming resident; and the
+/// trigger comes after the wait, so that at most one waiting grid per stream is resident.
+pub const SYM_FLAG_EARLY_NEXT: u32 = 4;
 
 /// Arguments of the symmetric kernels, passed by value (layout in the module doc).
 #[repr(C)]

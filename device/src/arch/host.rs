@@ -194,6 +194,15 @@ pub fn fence_acq_rel_sys() {
     fence(AcqRel)
 }
 
+/// `griddepcontrol.wait`: nothing to wait for on the host, where a stream's launches run one
+/// after the other.
+#[inline(always)]
+pub fn grid_dependency_wait() {}
+
+/// `griddepcontrol.launch_dependents`: nothing to do on the host.
+#[inline(always)]
+pub fn launch_dependents() {}
+
 /// `fence.acq_rel.gpu`.
 #[inline(always)]
 pub fn fence_acq_rel_gpu() {

@@ -267,6 +267,24 @@ pub fn fence_acq_rel_sys() {
     unsafe { asm!("fence.acq_rel.sys;", options(nostack)) };
 }
 
+/// `griddepcontrol.wait`: returns once the kernels this grid programmatically depends on
+/// have completed and their memory operations are visible to it (at once for a grid
+/// launched without programmatic stream serialization). A compiler barrier for memory.
+#[inline(always)]
+pub fn grid_dependency_wait() {
+    // SAFETY: no operands; waits for earlier work only.
+    unsafe { asm!("griddepcontrol.wait;", options(nostack)) };
+}
+
+/// `griddepcontrol.launch_dependents`: the next kernel of the stream, if it was launched
+/// with programmatic stream serialization, may be scheduled once every block of this grid
+/// has executed this (or exited). Changes no memory and no ordering.
+#[inline(always)]
+pub fn launch_dependents() {
+    // SAFETY: no operands.
+    unsafe { asm!("griddepcontrol.launch_dependents;", options(nostack)) };
+}
+
 /// `fence.acq_rel.gpu`.
 #[inline(always)]
 pub fn fence_acq_rel_gpu() {

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
 use oxccl_device::abi::{
-    AllReduceArgs, CollArgs, DataType, P2pArgs, SymArgs, SymInitArgs, ALGO_LL, SYM_PROTO_LAMPORT,
-    SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+    AllReduceArgs, CollArgs, DataType, P2pArgs, SymArgs, SymInitArgs, ALGO_LL, SYM_FLAG_EARLY_NEXT,
+    SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
 };
 use oxccl_device::kernels::{
     all_reduce_kernel_name, all_reduce_ll_kernel_name, sym_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL,
@@ -379,6 +379,46 @@ unsafe fn launch_one_arg<A: Copy>(
     .map_err(err(op, s.device as i32))
 }
 
+/// [`launch_one_arg`] with programmatic stream serialization
+/// (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`): the kernel may be scheduled
+/// while the previous kernel of the stream still runs, and must itself wait for it
+/// (`griddepcontrol.wait`) before touching memory. Also inside stream capture, where it
+/// becomes a programmatic edge of the graph.
+///
+/// # Safety
+/// As [`launch_one_arg`], and `f` must begin with `griddepcontrol.wait` (or touch no memory).
+unsafe fn launch_one_arg_programmatic<A: Copy>(
+    f: sys::CUfunction,
+    grid: Grid,
+    s: &GpuStream,
+    args: &A,
+    op: &'static str,
+) -> Result<()> {
+    let mut a = *args;
+    let mut params = [&mut a as *mut A as *mut c_void];
+    // SAFETY: a plain-old-data union; the member set is the one the id names.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let cfg = sys::CUlaunchConfig {
+        gridDimX: grid.blocks,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: grid.threads,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: 0,
+        hStream: s.raw(),
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: caller contract; the driver copies the configuration and the parameters at
+    // launch, so the locals may go out of scope afterwards.
+    unsafe { sys::cuLaunchKernelEx(&cfg, f, params.as_mut_ptr(), std::ptr::null_mut()) }
+        .result()
+        .map_err(err(op, s.device as i32))
+}
+
 /// Load the kernels: the embedded sm_90 cubin on compute capability 9.0 (no JIT), else the
 /// PTX (JIT-compiled by the driver, cached in its compute cache).
 fn load_kernels(device: usize) -> Result<sys::CUmodule> {
@@ -635,8 +675,15 @@ impl Backend for GpuBackend {
                 what: format!("protocol {}", args.proto),
             })?;
         let f = self.kernel_or_empty(&st, k.0)?;
-        // SAFETY: every symmetric kernel takes one by-value SymArgs (the empty one none).
-        unsafe { launch_one_arg(f, grid, s, args, "cuLaunchKernel(symmetric)") }
+        // SAFETY: every symmetric kernel takes one by-value SymArgs (the empty one none) and
+        // begins with `griddepcontrol.wait` (the empty one touches no memory).
+        unsafe {
+            if args.flags & SYM_FLAG_EARLY_NEXT != 0 {
+                launch_one_arg_programmatic(f, grid, s, args, "cuLaunchKernelEx(symmetric, programmatic)")
+            } else {
+                launch_one_arg(f, grid, s, args, "cuLaunchKernel(symmetric)")
+            }
+        }
     }
 
     fn launch_sym_init(&self, stream: &Stream, grid: Grid, args: &SymInitArgs) -> Result<()> {

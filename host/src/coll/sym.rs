@@ -364,6 +364,12 @@ impl Comm {
             blocks: super::sym_table::ctas(choice, payload, hi, crate::settings::sym_ctas()).max(lo),
             threads: self.group.backend.block_threads(),
         };
+        let mut args = args;
+        // Programmatic dependent launch only where this op's grid and the next op's waiting
+        // grid fit beside every other rank's on the device (SYM_FLAG_EARLY_NEXT's doc).
+        if grid.blocks.saturating_mul(2) <= max && crate::settings::sym_pdl() {
+            args.flags |= oxccl_device::abi::SYM_FLAG_EARLY_NEXT;
+        }
         tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), ?grid, "launch symmetric");
         self.group.backend.launch_sym(stream, grid, &args)?;
         Ok(true)

@@ -98,6 +98,13 @@
 //! - Scope: system scope as written above; GPU scope (`fence.acq_rel.gpu`, `.gpu` release and
 //!   acquire) when the host sets [`crate::abi::SYM_FLAG_ONE_DEVICE`] (every rank on this
 //!   device: the threads that touch the lines are all on it, so the same arguments hold).
+//! - Stream order under programmatic dependent launch ([`crate::abi::SYM_FLAG_EARLY_NEXT`]):
+//!   every kernel here first executes `griddepcontrol.wait`, which returns once the previous
+//!   kernel of the stream has completed and its memory operations are visible, the same
+//!   guarantee an ordinary launch boundary gives; only then does it touch memory. So "kernels
+//!   of one rank run in stream order" above holds for such launches too. The early trigger
+//!   (`griddepcontrol.launch_dependents`) comes after that wait: at most the running op and
+//!   the next, waiting one are resident per stream.
 //! - Every wait polls the abort flag and a deadline (every [`crate::arch::SPINS_PER_CHECK`]
 //!   spins on the GPU, every spin on the host) and records the first error of the rank in
 //!   its `ErrorRecord`, naming the peer it waited for, the block and `seq` (as `epoch`).
@@ -112,7 +119,7 @@ pub mod two_shot;
 
 pub use ctx::SymCtx;
 
-use crate::abi::{sym_ll_generation, MAX_BLOCKS, SYM_FLAG_LL_RESET};
+use crate::abi::{sym_ll_generation, MAX_BLOCKS, SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET};
 use crate::abi::{
     SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
     SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
@@ -132,6 +139,7 @@ use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
 /// Simple layout; every rank launches the same grid.
 #[inline(always)]
 pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    stream_order(a);
     let err = error_code(a.error);
     let at = seq_begin(ctx, a, false);
     if !failed(ctx, err) {
@@ -170,6 +178,7 @@ unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// accessed in this rank's copy).
 #[inline(always)]
 pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    stream_order(a);
     let err = error_code(a.error);
     let at = seq_begin(ctx, a, true);
     if !failed(ctx, err) {
@@ -200,6 +209,7 @@ unsafe fn sym_ll_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// [`sym_lamport_init`] before its first use.
 #[inline(always)]
 pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    stream_order(a);
     let err = error_code(a.error);
     let at = seq_begin(ctx, a, true);
     if !failed(ctx, err) {
@@ -219,6 +229,18 @@ unsafe fn sym_lamport_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
         run_mailbox::<T, LamportFull<T>>(&c, LamportFull::of(a.seq));
     } else {
         run_mailbox::<T, LamportSplit>(&c, LamportSplit::of(a.seq));
+    }
+}
+
+/// Programmatic dependent launch ([`SYM_FLAG_EARLY_NEXT`]): wait until the previous kernel
+/// of the stream has completed and its stores are visible (immediate for an ordinary
+/// launch), then, when the host asked for it, let the next kernel of the stream be
+/// scheduled. First thing in every symmetric kernel, before any memory access.
+#[inline(always)]
+fn stream_order(a: &SymArgs) {
+    arch::grid_dependency_wait();
+    if a.flags & SYM_FLAG_EARLY_NEXT != 0 {
+        arch::launch_dependents();
     }
 }
 
