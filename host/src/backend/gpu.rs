@@ -362,61 +362,63 @@ unsafe fn launch_one_arg<A: Copy>(
     args: &A,
     op: &'static str,
 ) -> Result<()> {
-    let mut a = *args;
-    let mut params = [&mut a as *mut A as *mut c_void];
-    // SAFETY: caller contract; the driver copies the parameters at launch, so the local may
-    // go out of scope afterwards.
-    unsafe {
-        result::launch_kernel(
-            f,
-            (grid.blocks, 1, 1),
-            (grid.threads, 1, 1),
-            0,
-            s.raw(),
-            &mut params,
-        )
-    }
-    .map_err(err(op, s.device as i32))
+    // SAFETY: caller contract.
+    unsafe { launch_one_arg_as(f, grid, s, args, op, false) }
 }
 
-/// [`launch_one_arg`] with programmatic stream serialization
-/// (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`): the kernel may be scheduled
-/// while the previous kernel of the stream still runs, and must itself wait for it
-/// (`griddepcontrol.wait`) before touching memory. Also inside stream capture, where it
-/// becomes a programmatic edge of the graph.
+/// [`launch_one_arg`], with `programmatic`: with programmatic stream serialization
+/// (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`, through `cuLaunchKernelEx`), so
+/// that the kernel may be scheduled while the previous kernel of the stream still runs; it
+/// must itself wait for that kernel (`griddepcontrol.wait`) before touching memory. Inside
+/// stream capture this becomes a programmatic edge of the graph.
 ///
 /// # Safety
-/// As [`launch_one_arg`], and `f` must begin with `griddepcontrol.wait` (or touch no memory).
-unsafe fn launch_one_arg_programmatic<A: Copy>(
+/// As [`launch_one_arg`]; with `programmatic`, `f` must begin with `griddepcontrol.wait` (or
+/// touch no memory).
+unsafe fn launch_one_arg_as<A: Copy>(
     f: sys::CUfunction,
     grid: Grid,
     s: &GpuStream,
     args: &A,
     op: &'static str,
+    programmatic: bool,
 ) -> Result<()> {
     let mut a = *args;
     let mut params = [&mut a as *mut A as *mut c_void];
-    // SAFETY: a plain-old-data union; the member set is the one the id names.
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    let cfg = sys::CUlaunchConfig {
-        gridDimX: grid.blocks,
-        gridDimY: 1,
-        gridDimZ: 1,
-        blockDimX: grid.threads,
-        blockDimY: 1,
-        blockDimZ: 1,
-        sharedMemBytes: 0,
-        hStream: s.raw(),
-        attrs: &mut attr,
-        numAttrs: 1,
+    let r = if programmatic {
+        // SAFETY: a plain-old-data union; the member set is the one the id names.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: grid.blocks,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: grid.threads,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: 0,
+            hStream: s.raw(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: caller contract; the driver copies the configuration and the parameters
+        // at launch, so the locals may go out of scope afterwards.
+        unsafe { sys::cuLaunchKernelEx(&cfg, f, params.as_mut_ptr(), std::ptr::null_mut()) }.result()
+    } else {
+        // SAFETY: caller contract; the driver copies the parameters at launch.
+        unsafe {
+            result::launch_kernel(
+                f,
+                (grid.blocks, 1, 1),
+                (grid.threads, 1, 1),
+                0,
+                s.raw(),
+                &mut params,
+            )
+        }
     };
-    // SAFETY: caller contract; the driver copies the configuration and the parameters at
-    // launch, so the locals may go out of scope afterwards.
-    unsafe { sys::cuLaunchKernelEx(&cfg, f, params.as_mut_ptr(), std::ptr::null_mut()) }
-        .result()
-        .map_err(err(op, s.device as i32))
+    r.map_err(err(op, s.device as i32))
 }
 
 /// Load the kernels: the embedded sm_90 cubin on compute capability 9.0 (no JIT), else the
@@ -678,11 +680,13 @@ impl Backend for GpuBackend {
         // SAFETY: every symmetric kernel takes one by-value SymArgs (the empty one none) and
         // begins with `griddepcontrol.wait` (the empty one touches no memory).
         unsafe {
-            if args.flags & SYM_FLAG_EARLY_NEXT != 0 {
-                launch_one_arg_programmatic(f, grid, s, args, "cuLaunchKernelEx(symmetric, programmatic)")
+            let programmatic = args.flags & SYM_FLAG_EARLY_NEXT != 0;
+            let op = if programmatic {
+                "cuLaunchKernelEx(symmetric, programmatic)"
             } else {
-                launch_one_arg(f, grid, s, args, "cuLaunchKernel(symmetric)")
-            }
+                "cuLaunchKernel(symmetric)"
+            };
+            launch_one_arg_as(f, grid, s, args, op, programmatic)
         }
     }
 
