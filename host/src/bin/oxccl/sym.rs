@@ -1,0 +1,186 @@
+//! `oxccl sym-check` (collectives on registered windows, every symmetric kernel forced in
+//! turn) and `oxccl devapi-run` (a user kernel linked against the Device API bitcode).
+
+use super::*;
+
+#[derive(Args)]
+pub(crate) struct SymCheckArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    backend: BackendArg,
+    #[arg(long, value_delimiter = ',', default_value = "2,3,8")]
+    ranks: Vec<usize>,
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "all_reduce,all_gather,reduce_scatter"
+    )]
+    colls: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "f32,bf16,i32,f8e4m3")]
+    dtypes: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "sum,max")]
+    ops: Vec<String>,
+    /// Element counts (NCCL's: per rank for all_reduce, the input of all_gather, the
+    /// output of reduce_scatter).
+    #[arg(long, value_delimiter = ',', default_value = "1,7,1000,4099,65537")]
+    counts: Vec<usize>,
+    /// `OXCCL_SYM` values to run, each in turn.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "auto,simple-oneshot,simple-twoshot,ll,lamport,ll-twoshot,lamport-twoshot"
+    )]
+    settings: Vec<String>,
+    /// Operations back to back per case (fresh data each).
+    #[arg(long, default_value_t = 3)]
+    iters: usize,
+    /// One process per rank.
+    #[arg(long)]
+    procs: bool,
+    /// Devices of the ranks (see `check --devices`).
+    #[arg(long, default_value = "0")]
+    devices: Placement,
+}
+
+pub(crate) fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
+    if a.procs && child_env().is_none() {
+        println!("oxccl sym-check --procs: one process per rank; rank 0's lines below");
+        return check_procs(&a.ranks);
+    }
+    let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    let (dts, ops) = (parse_dtypes(&a.dtypes)?, parse_ops(&a.ops)?);
+    let colls = a
+        .colls
+        .iter()
+        .map(|c| Coll::from_name(c).ok_or(format!("unknown collective {c}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    println!(
+        "oxccl sym-check: {desc}; {} operations back to back per case",
+        a.iters
+    );
+    let rank_counts = match child_env() {
+        Some((_, _, n)) => vec![n],
+        None => a.ranks.clone(),
+    };
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for n in rank_counts {
+        let (r, placed) = make_ranks(&b, n, &a.devices)?;
+        println!("--- {placed}");
+        for setting in &a.settings {
+            std::env::set_var("OXCCL_SYM", setting);
+            for &coll in &colls {
+                for &dt in &dts {
+                    for &red in &ops {
+                        for &count in &a.counts {
+                            let t0 = std::time::Instant::now();
+                            let (sb, rb) = harness::sym::sizes(coll, n, count, dt);
+                            let res = harness::sym::SymBufs::new(&r, sb, rb).and_then(|bufs| {
+                                let k = harness::sym::check_sym(
+                                    &r,
+                                    &bufs,
+                                    coll,
+                                    dt,
+                                    red,
+                                    count,
+                                    a.iters,
+                                    passed as u64,
+                                );
+                                bufs.release(&r).and(k)
+                            });
+                            let name = sym_choice_name(&r, coll, count, dt);
+                            match res {
+                                Ok(k) => {
+                                    passed += 1;
+                                    println!(
+                                        "ok   {n} ranks {setting:<14} {:<14} {:<6} {:<4} {count:>9} {name:<22} {k} elements {:.2}s",
+                                        coll.name(),
+                                        dt.name(),
+                                        red.name(),
+                                        t0.elapsed().as_secs_f64()
+                                    );
+                                }
+                                Err(e) => {
+                                    failed += 1;
+                                    println!(
+                                        "FAIL {n} ranks {setting} {} {} {} {count}: {e}",
+                                        coll.name(),
+                                        dt.name(),
+                                        red.name()
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("check: {passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} cases failed"))
+    } else {
+        Ok(())
+    }
+}
+
+pub(crate) fn sym_choice_name(r: &Ranks, coll: Coll, count: usize, dt: DataType) -> String {
+    let kind = match coll {
+        Coll::AllGather => oxccl_device::abi::SYM_KIND_ALL_GATHER,
+        Coll::ReduceScatter => oxccl_device::abi::SYM_KIND_REDUCE_SCATTER,
+        _ => oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT,
+    };
+    r.comms[0]
+        .sym_choice(kind, (count * dt.size()) as u64, dt)
+        .map_or("classic (not sym)".into(), |c| c.name().to_string())
+}
+
+#[derive(Args)]
+pub(crate) struct DevapiRunArgs {
+    /// The PTX of the linked user kernel.
+    #[arg(long, value_name = "FILE")]
+    ptx: PathBuf,
+    /// Ranks (all on device 0).
+    #[arg(long, default_value_t = 4)]
+    ranks: usize,
+    /// The kernel to launch (contract: see oxccl::harness::devapi).
+    #[arg(long, default_value = harness::devapi::DEFAULT_KERNEL)]
+    kernel: String,
+    #[arg(long, value_enum, default_value_t = BackendArg::Gpu)]
+    backend: BackendArg,
+}
+
+pub(crate) fn devapi_run(a: &DevapiRunArgs) -> Result<(), String> {
+    let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    if b.as_gpu().is_none() {
+        return Err(format!(
+            "devapi-run needs the GPU backend to run a PTX kernel ({desc})"
+        ));
+    }
+    let ptx = std::fs::read_to_string(&a.ptx)
+        .map_err(|e| format!("devapi-run: reading {}: {e}", a.ptx.display()))?;
+    println!(
+        "oxccl devapi-run: {desc}; kernel {} of {} on {} ranks",
+        a.kernel,
+        a.ptx.display(),
+        a.ranks
+    );
+    let results = harness::devapi::run(b, &ptx, &a.kernel, a.ranks).map_err(|e| e.to_string())?;
+    let (mut passed, mut failed) = (0, 0);
+    for r in &results {
+        if r.passed() {
+            passed += 1;
+            println!("ok   rank {}: out {:?}", r.rank, r.out);
+        } else {
+            failed += 1;
+            println!(
+                "FAIL rank {}: out {:?}, expected {:?} (sum, status, lsa size, api version)",
+                r.rank, r.out, r.expected
+            );
+        }
+    }
+    println!("devapi-run: {passed} passed, {failed} failed");
+    if failed > 0 {
+        Err(format!("{failed} ranks failed"))
+    } else {
+        Ok(())
+    }
+}
