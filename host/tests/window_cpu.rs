@@ -313,33 +313,6 @@ fn unaligned_segments_start_at_the_next_granule() {
     assert_eq!(res, vec![1, 0]);
 }
 
-/// Two `mem_alloc` blocks of `bytes` each that follow each other in memory (the kernel
-/// usually places consecutive mappings next to each other; retried until it does).
-fn adjacent_pair(c: &Comm, bytes: usize) -> (u64, u64) {
-    let mut spare = Vec::new();
-    let mut prev = c.mem_alloc(bytes).unwrap();
-    let found = (0..64).find_map(|_| {
-        let next = c.mem_alloc(bytes).unwrap();
-        let pair = if next + bytes as u64 == prev {
-            Some((next, prev))
-        } else if prev + bytes as u64 == next {
-            Some((prev, next))
-        } else {
-            None
-        };
-        if pair.is_none() {
-            spare.push(prev);
-            prev = next;
-        }
-        pair
-    });
-    for p in spare {
-        // SAFETY: unused blocks of ours.
-        unsafe { c.mem_free(p).unwrap() };
-    }
-    found.expect("no two adjacent mem_alloc blocks in 64 tries")
-}
-
 /// A page of ordinary (not `mem_alloc`) memory, wherever the kernel places it.
 fn guard_page() -> u64 {
     use rustix::mm::{mmap_anonymous, MapFlags, ProtFlags};
