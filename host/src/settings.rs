@@ -1,5 +1,8 @@
 //! Every setting a user can change, in one table (printed by `oxccl info`). NCCL's names are
-//! kept where a setting has an NCCL equivalent.
+//! kept where a setting has an NCCL equivalent. The functions here read the environment;
+//! they are called when a communicator, backend or symmetric scratch is made (the
+//! communicator's settings land in `crate::Config`), never per call: a `getenv` on the
+//! launch path costs a scan of the environment and may race another thread's `setenv`.
 
 /// One environment setting.
 #[derive(Clone, Copy, Debug)]

@@ -551,6 +551,17 @@ fn cli_tuner_table_follows_the_environment() {
     // Invalid values: a clear error naming the variable.
     let (ok, t) = oxccl(&["tuner"], &[("NCCL_ALGO", "ring,rong")]);
     assert!(!ok && t.contains("invalid NCCL_ALGO"), "{t}");
+    let (ok, t) = oxccl(&["tuner"], &[("OXCCL_SYM", "lamprot")]);
+    assert!(
+        !ok && t.contains("invalid OXCCL_SYM") && t.contains("lamport-twoshot"),
+        "{t}"
+    );
+    // A valid one is read: the table of symmetric kernels follows it.
+    let (ok, t) = oxccl(&["tuner", "--max", "4K"], &[("OXCCL_SYM", "Lamport")]);
+    assert!(
+        ok && t.contains("OXCCL_SYM=lamport") && t.contains("sym/lamport x"),
+        "{t}"
+    );
     let (ok, t) = oxccl(
         &[
             "check",

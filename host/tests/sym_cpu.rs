@@ -60,7 +60,8 @@ fn check_in_place(ranks: &Ranks, bufs: &SymBufs, dt: DataType, red: RedOp, count
     }
 }
 
-/// One test function: `OXCCL_SYM` is process-wide, so the settings run one after another.
+/// One test function: `OXCCL_SYM_LL_MAX_BYTES` is process-wide. Each communicator runs the
+/// `OXCCL_SYM` settings one after another (`Ranks::set_sym`).
 #[test]
 fn symmetric_kernels_every_setting() {
     // The environment is only read here: this test binary has one test.
@@ -72,7 +73,7 @@ fn symmetric_kernels_every_setting() {
         let ranks = Ranks::new(comms).unwrap();
         let mut launches = 0u64;
         for setting in SETTINGS {
-            std::env::set_var("OXCCL_SYM", setting);
+            ranks.set_sym(setting.parse().unwrap());
             let two_shot = setting.ends_with("-twoshot") && !setting.starts_with("simple");
             for coll in [Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter] {
                 for (dt, red) in [

@@ -3,25 +3,38 @@
 //! same op get an error naming the peer and both calls, promptly (not at the timeout), and
 //! the failed communicator does no more symmetric work. Each kernel family in turn (LL and
 //! Lamport, one-shot and two-shot: header lines; Simple: fingerprints on the entry barrier),
-//! forced with `OXCCL_SYM`; one test function, since the variable is process-wide (ranks
-//! that run different kernels for the same call set it around their own launch).
+//! forced through the communicator's config (`OXCCL_SYM`'s [`Config::sym`]; ranks that run
+//! different kernels for the same call change their own policy around their launch).
 #![allow(clippy::needless_range_loop)] // ranks index parallel vectors
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use oxccl::backend::cpu::CpuBackend;
+use oxccl::coll::sym_policy::{SymPolicy, SymSetting};
 use oxccl::harness::sym::SymBufs;
 use oxccl::harness::Ranks;
 use oxccl::{Backend, Comm, Config, DataType, Error, Op};
+use oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT;
+
+/// The tests of this file one at a time: the mismatch test bounds how long detection takes,
+/// which another test's spinning rank threads would stretch on a small machine.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// The timeout the waits would give up at; detection must come well before it.
 const TIMEOUT: Duration = Duration::from_secs(3);
 
-fn ranks(n: usize) -> Ranks {
+/// `n` ranks whose symmetric kernels follow `(setting, ctas)` (`OXCCL_SYM`,
+/// `OXCCL_SYM_CTAS`).
+fn ranks(n: usize, (setting, ctas): (&str, u32)) -> Ranks {
     let b: Arc<dyn Backend> = Arc::new(CpuBackend::new());
     let cfg = Config {
         timeout_ns: TIMEOUT.as_nanos() as u64,
+        sym: setting.to_string(),
+        sym_ctas: ctas,
         ..Config::default()
     };
     Ranks::new(Comm::init_all_with(b, &vec![0; n], cfg).unwrap()).unwrap()
@@ -32,7 +45,7 @@ enum Call {
     AllReduce(usize, DataType),
     AllGather(usize, DataType),
     /// An all-reduce launched under another `OXCCL_SYM` than the case's.
-    ForcedAllReduce(usize, DataType, &'static str),
+    ForcedAllReduce(usize, DataType, SymSetting),
 }
 
 fn launch(r: &Ranks, bufs: &SymBufs, rank: usize, call: Call) {
@@ -44,11 +57,11 @@ fn launch(r: &Ranks, bufs: &SymBufs, rank: usize, call: Call) {
             Call::AllReduce(n, dt) => c.all_reduce_raw(b.send, b.recv, n, dt, Op::Sum, s),
             Call::AllGather(n, dt) => c.all_gather_raw(b.send, b.recv, n, dt, s),
             Call::ForcedAllReduce(n, dt, setting) => {
-                // The kernel is chosen at launch, on this thread.
-                let case = std::env::var("OXCCL_SYM").unwrap();
-                std::env::set_var("OXCCL_SYM", setting);
+                // The kernel is chosen at launch, by this rank's policy.
+                let case = c.sym_policy();
+                c.set_sym_policy(SymPolicy { setting, ..case });
                 let res = c.all_reduce_raw(b.send, b.recv, n, dt, Op::Sum, s);
-                std::env::set_var("OXCCL_SYM", case);
+                c.set_sym_policy(case);
                 res
             }
         }
@@ -59,9 +72,10 @@ fn launch(r: &Ranks, bufs: &SymBufs, rank: usize, call: Call) {
 /// Run `calls[rank]` on every rank; every rank in `expect` must report a `SymMismatch` with a
 /// peer in `expect[rank]`, the others must report none or a mismatch too. Returns the
 /// messages.
-fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) -> Vec<String> {
+fn mismatch_case(policy: (&str, u32), calls: &[Call], expect: &[&[u32]]) -> Vec<String> {
     let n = calls.len();
-    let r = ranks(n);
+    let r = ranks(n, policy);
+    let setting = &format!("{} on {} CTAs", policy.0, policy.1);
     let bufs = SymBufs::new(&r, 1 << 14, 1 << 16).unwrap();
     // A matching op first: the comm works, and the mailboxes hold lines of an earlier op.
     for rank in 0..n {
@@ -115,6 +129,7 @@ fn mismatch_case(setting: &str, calls: &[Call], expect: &[&[u32]]) -> Vec<String
 
 #[test]
 fn mismatched_symmetric_calls_are_reported() {
+    let _one_at_a_time = serial();
     // One CTA per rank, then eight: with several, a block that starts after a sibling of its
     // rank recorded the mismatch does no work, and its peers' blocks must not wait for it
     // until the timeout.
@@ -127,11 +142,9 @@ fn mismatched_symmetric_calls_are_reported() {
         "lamport-twoshot",
     ]
     .into_iter()
-    .flat_map(|s| [(s, "1"), (s, "8")])
+    .flat_map(|s| [(s, 1), (s, 8)])
     {
-        std::env::set_var("OXCCL_SYM", setting);
-        std::env::set_var("OXCCL_SYM_CTAS", ctas);
-        let setting = &format!("{setting} on {ctas} CTAs");
+        let setting = (setting, ctas);
         // Counts differ (the larger side would wait for lines that never come).
         mismatch_case(
             setting,
@@ -170,15 +183,13 @@ fn mismatched_symmetric_calls_are_reported() {
             &[&[2], &[2], &[0, 1]],
         );
     }
-    std::env::remove_var("OXCCL_SYM_CTAS");
     // One rank runs the two-shot, the other the one-shot of the same all-reduce (the
     // fingerprints differ in the kind): both name the peer's call and their own.
     for (two, one) in [("ll-twoshot", "ll"), ("lamport-twoshot", "lamport")] {
-        std::env::set_var("OXCCL_SYM", one);
         let msgs = mismatch_case(
-            two,
+            (one, 0),
             &[
-                Call::ForcedAllReduce(300, DataType::F32, two),
+                Call::ForcedAllReduce(300, DataType::F32, two.parse().unwrap()),
                 Call::AllReduce(300, DataType::F32),
             ],
             &[&[1], &[0]],
@@ -205,9 +216,8 @@ fn mismatched_symmetric_calls_are_reported() {
         // Two-shot on three ranks, one with another count, so small that only rank 0's
         // block has a line: rank 1 (empty block) must see the odd header itself before it
         // waits for rank 0's reduced line, which rank 0's mismatch stops.
-        std::env::set_var("OXCCL_SYM", two);
         mismatch_case(
-            two,
+            (two, 0),
             &[
                 Call::AllReduce(2, DataType::F32),
                 Call::AllReduce(2, DataType::F32),
@@ -216,4 +226,56 @@ fn mismatched_symmetric_calls_are_reported() {
             &[&[2], &[2], &[0, 1]],
         );
     }
+}
+
+/// The symmetric-kernel policy comes from the communicator's config (read from `OXCCL_SYM`
+/// when it is made, never at launch); an invalid one fails creation naming the variable;
+/// `Comm::set_sym_policy` changes a live rank's choice.
+#[test]
+fn the_policy_is_the_configs_and_can_be_changed_per_rank() {
+    let _one_at_a_time = serial();
+    let b: Arc<dyn Backend> = Arc::new(CpuBackend::new());
+    let bad = Config {
+        sym: "lamprot".into(),
+        ..Config::default()
+    };
+    let e = Comm::init_all_with(b, &[0, 0], bad).map(|_| ()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidSetting {
+                setting: "OXCCL_SYM",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("\"lamprot\"") && e.to_string().contains("simple-oneshot"),
+        "{e}"
+    );
+    let r = ranks(2, ("off", 0));
+    let all_reduce = |c: &Comm| c.sym_choice(SYM_KIND_ALL_REDUCE_ONE_SHOT, 1024, DataType::F32);
+    for c in &r.comms {
+        assert_eq!(c.sym_policy().setting, SymSetting::Off);
+        assert_eq!(all_reduce(c), None);
+    }
+    r.set_sym(SymSetting::Lamport);
+    for c in &r.comms {
+        assert_eq!(all_reduce(c).map(|k| k.name()), Some("sym/lamport"));
+    }
+    // And it runs: a Lamport all-reduce on windows, every element checked.
+    let bufs = SymBufs::new(&r, 4096, 4096).unwrap();
+    oxccl::harness::sym::check_sym(
+        &r,
+        &bufs,
+        oxccl::harness::Coll::AllReduce,
+        DataType::F32,
+        oxccl::RedOp::Sum,
+        1024,
+        2,
+        5,
+    )
+    .unwrap();
+    bufs.release(&r).unwrap();
 }

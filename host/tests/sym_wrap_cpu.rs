@@ -50,7 +50,7 @@ fn every_kernel_across_the_sequence_wraps() {
         // A first op makes the scratch window and the sequence slots.
         let (sb, rb) = sizes(Coll::AllReduce, n, 1000, DataType::F32);
         let bufs = SymBufs::new(&ranks, sb, rb).unwrap();
-        std::env::set_var("OXCCL_SYM", "ll");
+        ranks.set_sym("ll".parse().unwrap());
         check_sym(
             &ranks,
             &bufs,
@@ -74,7 +74,7 @@ fn every_kernel_across_the_sequence_wraps() {
             // of the wrap (the reset op among them), the Lamport ones on all three buffers.
             for _round in 0..3 {
                 for setting in ["ll", "lamport", "simple-oneshot", "ll"] {
-                    std::env::set_var("OXCCL_SYM", setting);
+                    ranks.set_sym(setting.parse().unwrap());
                     for (coll, dt, red, count) in [
                         (Coll::AllReduce, DataType::F32, RedOp::Sum, 1000usize),
                         (Coll::AllGather, DataType::Bf16, RedOp::Sum, 517),

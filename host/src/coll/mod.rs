@@ -24,6 +24,7 @@ mod reduce_scatter;
 mod scatter;
 mod staged;
 pub mod sym;
+pub mod sym_policy;
 pub mod sym_table;
 pub mod tuner;
 
@@ -97,18 +98,18 @@ impl Comm {
     /// rank: depends only on the size and settings): one-shot up to
     /// `OXCCL_ONESHOT_MAX_BYTES`, else two-shot, unless `NCCL_ALGO` forces one.
     pub fn choose_algo(&self, bytes: u64) -> u32 {
-        self.tuning().direct_variant(COLL_ALL_REDUCE).unwrap_or(
-            if bytes <= crate::settings::oneshot_max_bytes() {
+        self.tuning()
+            .direct_variant(COLL_ALL_REDUCE)
+            .unwrap_or(if bytes <= self.config().oneshot_max_bytes {
                 ALGO_ONE_SHOT
             } else {
                 ALGO_TWO_SHOT
-            },
-        )
+            })
     }
 
     /// The sizes the tuner works with on this communicator.
     pub fn thresholds(&self) -> tuner::Thresholds {
-        tuner::Thresholds::from_settings(self.config().ll_capacity() as u64)
+        tuner::Thresholds::of(self.config())
     }
 
     /// The tuner's algorithm and protocol for collective `coll` (a `COLL_*` id) of `bytes`

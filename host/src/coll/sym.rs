@@ -34,6 +34,7 @@ use oxccl_device::abi::{
 };
 use oxccl_device::api::abi::WindowDesc;
 
+use super::sym_policy::SymSetting;
 use super::Op;
 use crate::backend::{Backend, Grid, Stream};
 use crate::comm::Comm;
@@ -105,7 +106,7 @@ impl SymChoice {
 /// The symmetric kernel for collective `kind` (`SYM_KIND_ALL_REDUCE_ONE_SHOT` for any
 /// all-reduce, `SYM_KIND_ALL_GATHER`, `SYM_KIND_REDUCE_SCATTER`) with `payload` bytes per
 /// rank of `dtype` on `nranks` ranks, an LL/Lamport capacity of `ll_max` bytes per rank,
-/// under `OXCCL_SYM` = `setting`, on a communicator whose ranks span processes or not;
+/// under `setting` (`OXCCL_SYM`), on a communicator whose ranks span processes or not;
 /// `None` when the classic kernels run instead (`off`, or `auto` where they measured
 /// faster).
 #[allow(clippy::too_many_arguments)]
@@ -115,7 +116,7 @@ pub fn choose(
     dtype: DataType,
     nranks: u32,
     ll_max: u64,
-    setting: &str,
+    setting: SymSetting,
     spans: bool,
 ) -> Option<SymChoice> {
     let all_reduce = kind == SYM_KIND_ALL_REDUCE_ONE_SHOT || kind == SYM_KIND_ALL_REDUCE_TWO_SHOT;
@@ -142,18 +143,19 @@ pub fn choose(
         },
         proto,
     };
+    use SymSetting as S;
     match setting {
-        "off" => None,
-        "simple-oneshot" => Some(simple(SYM_KIND_ALL_REDUCE_ONE_SHOT)),
-        "simple-twoshot" => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
-        "ll" if fits => Some(mailbox(SYM_PROTO_LL)),
-        "lamport" if fits => Some(mailbox(SYM_PROTO_LAMPORT)),
-        "ll-twoshot" if two_shot_fits(SYM_PROTO_LL) => Some(two_shot(SYM_PROTO_LL)),
-        "lamport-twoshot" if two_shot_fits(SYM_PROTO_LAMPORT) => Some(two_shot(SYM_PROTO_LAMPORT)),
-        "ll-twoshot" if !all_reduce && fits => Some(mailbox(SYM_PROTO_LL)),
-        "lamport-twoshot" if !all_reduce && fits => Some(mailbox(SYM_PROTO_LAMPORT)),
+        S::Off => None,
+        S::SimpleOneShot => Some(simple(SYM_KIND_ALL_REDUCE_ONE_SHOT)),
+        S::SimpleTwoShot => Some(simple(SYM_KIND_ALL_REDUCE_TWO_SHOT)),
+        S::Ll if fits => Some(mailbox(SYM_PROTO_LL)),
+        S::Lamport if fits => Some(mailbox(SYM_PROTO_LAMPORT)),
+        S::LlTwoShot if two_shot_fits(SYM_PROTO_LL) => Some(two_shot(SYM_PROTO_LL)),
+        S::LamportTwoShot if two_shot_fits(SYM_PROTO_LAMPORT) => Some(two_shot(SYM_PROTO_LAMPORT)),
+        S::LlTwoShot if !all_reduce && fits => Some(mailbox(SYM_PROTO_LL)),
+        S::LamportTwoShot if !all_reduce && fits => Some(mailbox(SYM_PROTO_LAMPORT)),
         // Forced LL or Lamport past the mailbox capacity, or Simple: Simple.
-        "simple" | "ll" | "lamport" | "ll-twoshot" | "lamport-twoshot" => {
+        S::Simple | S::Ll | S::Lamport | S::LlTwoShot | S::LamportTwoShot => {
             Some(simple(if payload <= ONE_SHOT_MAX {
                 SYM_KIND_ALL_REDUCE_ONE_SHOT
             } else {
@@ -162,7 +164,7 @@ pub fn choose(
         }
         // `auto`: the measured table (`super::sym_table`), whose mailbox rows apply where
         // the payload fits the mailbox.
-        _ => super::sym_table::auto(
+        S::Auto => super::sym_table::auto(
             super::sym_table::SymColl::of_kind(kind),
             payload,
             spans,
@@ -276,7 +278,7 @@ impl Comm {
             dtype,
             self.count(),
             ll_max,
-            &crate::settings::sym_choice(),
+            self.sym_policy().setting,
             self.spans_processes(),
         )
     }
@@ -313,13 +315,14 @@ impl Comm {
             return Ok(false);
         };
         let spans = self.spans_processes();
+        let policy = self.sym_policy();
         let Some(choice) = choose(
             kind,
             payload,
             dtype,
             self.count(),
             res.max_bytes,
-            &crate::settings::sym_choice(),
+            policy.setting,
             spans,
         ) else {
             return Ok(false);
@@ -361,13 +364,13 @@ impl Comm {
                 .max_sym_blocks_per_rank(self.group.ranks_per_device, choice.proto, dtype);
         let (lo, hi) = self.config().block_range(max);
         let grid = Grid {
-            blocks: super::sym_table::ctas(choice, payload, hi, crate::settings::sym_ctas()).max(lo),
+            blocks: super::sym_table::ctas(choice, payload, hi, policy.ctas).max(lo),
             threads: self.group.backend.block_threads(),
         };
         let mut args = args;
         // Programmatic dependent launch only where this op's grid and the next op's waiting
         // grid fit beside every other rank's on the device (SYM_FLAG_EARLY_NEXT's doc).
-        if grid.blocks.saturating_mul(2) <= max && crate::settings::sym_pdl() {
+        if grid.blocks.saturating_mul(2) <= max && policy.pdl {
             args.flags |= oxccl_device::abi::SYM_FLAG_EARLY_NEXT;
         }
         tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), ?grid, "launch symmetric");

@@ -240,7 +240,7 @@ pub fn ctas(choice: SymChoice, payload: u64, max: u32, forced: u32) -> u32 {
 /// occupancy cap `cap`.
 #[allow(clippy::too_many_arguments)]
 pub fn print_table(
-    setting: &str,
+    setting: super::sym_policy::SymSetting,
     dtype: DataType,
     nranks: u32,
     ll_max: u64,

@@ -150,12 +150,12 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
-    /// From the settings, with LL capacity `ll_max`.
-    pub fn from_settings(ll_max: u64) -> Self {
+    /// Those of a communicator made with `cfg`.
+    pub fn of(cfg: &crate::comm::Config) -> Self {
         Thresholds {
-            ll_max,
-            ll_threshold: crate::settings::ll_threshold(),
-            oneshot_max: crate::settings::oneshot_max_bytes(),
+            ll_max: cfg.ll_capacity() as u64,
+            ll_threshold: cfg.ll_threshold,
+            oneshot_max: cfg.oneshot_max_bytes,
         }
     }
 }

@@ -188,6 +188,7 @@ impl Comm {
         let _span = tracing::info_span!(target: "oxccl::init", "init_rank", rank, nranks, comm = config.name.as_deref().unwrap_or("")).entered();
         let n = nranks as usize;
         let tuning = config.overrides()?;
+        let sym_policy = config.sym_policy()?;
         let ll = config.ll_capacity();
         let abort = backend.alloc_mapped(device, 64)?;
         // From here on, `group` frees whatever was allocated if a step fails.
@@ -200,6 +201,7 @@ impl Comm {
             devices: 1,
             config,
             tuning,
+            sym_policy,
         };
         group.ranks.insert(
             rank,

@@ -60,6 +60,22 @@ pub struct Config {
     /// A name for the communicator (NCCL's `commName`), shown in its log lines; communicators
     /// split or shrunk from it keep it unless their config names them.
     pub name: Option<String>,
+    /// Automatic all-reduce choice: largest size (bytes per rank) run with LL
+    /// (`OXCCL_LL_THRESHOLD`; capped by the LL capacity). Equal on every rank.
+    pub ll_threshold: u64,
+    /// Automatic all-reduce choice: largest direct Simple all-reduce (bytes per rank) run
+    /// one-shot (`OXCCL_ONESHOT_MAX_BYTES`). Equal on every rank.
+    pub oneshot_max_bytes: u64,
+    /// Collectives on registered windows: the symmetric kernel family (`OXCCL_SYM` syntax,
+    /// see [`crate::coll::sym_policy::SymSetting`]); parsed when the communicator is made,
+    /// an invalid value fails it. Equal on every rank.
+    pub sym: String,
+    /// Symmetric kernels: CTAs per rank of every launch (`OXCCL_SYM_CTAS`; 0 = the measured
+    /// table). Equal on every rank.
+    pub sym_ctas: u32,
+    /// Symmetric kernels on the GPU: programmatic dependent launch of small grids
+    /// (`OXCCL_SYM_PDL`).
+    pub sym_pdl: bool,
 }
 
 impl Default for Config {
@@ -74,6 +90,11 @@ impl Default for Config {
             max_blocks: crate::settings::max_blocks(),
             min_blocks: 1,
             name: None,
+            ll_threshold: crate::settings::ll_threshold(),
+            oneshot_max_bytes: crate::settings::oneshot_max_bytes(),
+            sym: crate::settings::sym_choice(),
+            sym_ctas: crate::settings::sym_ctas(),
+            sym_pdl: crate::settings::sym_pdl(),
         }
     }
 }
@@ -96,6 +117,22 @@ impl Config {
     }
 
     /// The parsed algorithm and protocol overrides, or an error naming the setting.
+    /// The symmetric-kernel policy of [`Config::sym`], [`Config::sym_ctas`] and
+    /// [`Config::sym_pdl`]; an invalid `sym` is an [`Error::InvalidSetting`].
+    pub fn sym_policy(&self) -> Result<crate::coll::sym_policy::SymPolicy> {
+        let setting =
+            crate::coll::sym_policy::SymSetting::parse(&self.sym).map_err(|what| Error::InvalidSetting {
+                setting: "OXCCL_SYM",
+                value: self.sym.clone(),
+                what,
+            })?;
+        Ok(crate::coll::sym_policy::SymPolicy {
+            setting,
+            ctas: self.sym_ctas,
+            pdl: self.sym_pdl,
+        })
+    }
+
     pub fn overrides(&self) -> Result<crate::coll::tuner::Overrides> {
         crate::coll::tuner::Overrides::parse(self.algo.as_deref(), self.proto.as_deref()).map_err(
             |(setting, what)| Error::InvalidSetting {
@@ -162,6 +199,8 @@ pub(crate) struct Group {
     pub config: Config,
     /// `config`'s algorithm and protocol overrides, parsed (the ranks' starting tuning).
     pub tuning: crate::coll::tuner::Overrides,
+    /// `config`'s symmetric-kernel policy, parsed (the ranks' starting one).
+    pub sym_policy: crate::coll::sym_policy::SymPolicy,
 }
 
 impl Drop for Group {
@@ -217,6 +256,8 @@ pub struct Comm {
     pub(crate) p2p: Arc<crate::p2p::P2pState>,
     /// The algorithm and protocol overrides in force ([`Comm::set_tuning`]).
     tuning: std::sync::RwLock<Arc<crate::coll::tuner::Overrides>>,
+    /// The symmetric-kernel policy in force ([`Comm::set_sym_policy`]).
+    sym_policy: std::sync::RwLock<crate::coll::sym_policy::SymPolicy>,
     /// The LL flag generation this rank's LL region was last cleared for
     /// (`oxccl_device::prims::ll`): fresh memory is generation 0's.
     pub(crate) ll_generation: AtomicU64,
@@ -311,6 +352,7 @@ impl Comm {
             finalized: AtomicBool::new(false),
             streams: StreamRegistry::default(),
             tuning: std::sync::RwLock::new(Arc::new(group.tuning.clone())),
+            sym_policy: std::sync::RwLock::new(group.sym_policy),
             ll_generation: AtomicU64::new(0),
             windows: crate::window::CommWindows::default(),
             sym: Mutex::new(None),
@@ -336,6 +378,19 @@ impl Comm {
     /// The overrides in force.
     pub fn tuning(&self) -> Arc<crate::coll::tuner::Overrides> {
         self.tuning.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replace this rank's symmetric-kernel policy (what `OXCCL_SYM`, `OXCCL_SYM_CTAS` and
+    /// `OXCCL_SYM_PDL` set when the communicator was made). Every rank of the communicator
+    /// must make the same change before its next collective on windows, or the ranks launch
+    /// different kernels (reported as a mismatch naming the peers, or a timeout).
+    pub fn set_sym_policy(&self, p: crate::coll::sym_policy::SymPolicy) {
+        *self.sym_policy.write().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    /// The symmetric-kernel policy in force.
+    pub fn sym_policy(&self) -> crate::coll::sym_policy::SymPolicy {
+        *self.sym_policy.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Advance this rank's operation counter by `ops` operations without running any (every
@@ -401,6 +456,7 @@ impl Comm {
             tracing::info_span!(target: "oxccl::init", "init_all", nranks = n, backend = %backend.kind(), comm = config.name.as_deref().unwrap_or(""))
                 .entered();
         let tuning = config.overrides()?;
+        let sym_policy = config.sym_policy()?;
         let ll = config.ll_capacity();
         let mut ranks = Vec::with_capacity(n);
         let undo = |ranks: &Vec<RankRes>| {
@@ -467,6 +523,7 @@ impl Comm {
             devices: per_dev.len().max(1),
             config,
             tuning,
+            sym_policy,
         });
         tracing::info!(target: "oxccl::init", nranks = n, ranks_per_device = group.ranks_per_device, "communicator ready");
         let rdv = Arc::new(Rendezvous::new(n as u32, AbortFlag::new()));

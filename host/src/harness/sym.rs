@@ -6,6 +6,7 @@
 use oxccl_device::abi::{DataType, RedOp};
 
 use super::{colls::Coll, time_launches, Ranks, Timing};
+use crate::coll::sym_policy::{SymPolicy, SymSetting};
 use crate::comm::Comm;
 use crate::error::{Error, Result};
 use crate::verify;
@@ -33,6 +34,19 @@ fn on_ranks<T: Send>(comms: &[Comm], f: impl Fn(&Comm) -> T + Sync) -> Vec<T> {
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     })
+}
+
+impl Ranks {
+    /// Switch every rank held here to the symmetric kernel family `setting` (as
+    /// `OXCCL_SYM` would have when the communicator was made).
+    pub fn set_sym(&self, setting: SymSetting) {
+        for c in &self.comms {
+            c.set_sym_policy(SymPolicy {
+                setting,
+                ..c.sym_policy()
+            });
+        }
+    }
 }
 
 impl SymBufs {

@@ -306,7 +306,8 @@ pub(crate) fn tuner_table(a: &TunerArgs) -> Result<(), String> {
         ..Config::default()
     };
     let ov = cfg.overrides().map_err(|e| e.to_string())?;
-    let th = tuner::Thresholds::from_settings(cfg.ll_capacity() as u64);
+    let th = tuner::Thresholds::of(&cfg);
+    let sym = cfg.sym_policy().map_err(|e| e.to_string())?;
     print!("{}", tuner::table(&th, &ov, a.ranks, dt.size(), max));
     // The symmetric kernels (buffers in registered windows), by payload per rank; the CTA
     // cap as on a GPU with 132 SMs and one rank per GPU, unless --ranks share one.
@@ -314,11 +315,11 @@ pub(crate) fn tuner_table(a: &TunerArgs) -> Result<(), String> {
     print!(
         "\n{}",
         oxccl::coll::sym_table::print_table(
-            &oxccl::settings::sym_choice(),
+            sym.setting,
             dt,
             a.ranks,
             oxccl::settings::sym_ll_max_bytes() as u64,
-            oxccl::settings::sym_ctas(),
+            sym.ctas,
             cap,
             max
         )

@@ -2,6 +2,7 @@
 //! turn) and `oxccl devapi-run` (a user kernel linked against the Device API bitcode).
 
 use super::*;
+use oxccl::coll::sym_policy::SymSetting;
 
 #[derive(Args)]
 pub(crate) struct SymCheckArgs {
@@ -29,7 +30,7 @@ pub(crate) struct SymCheckArgs {
         value_delimiter = ',',
         default_value = "auto,simple-oneshot,simple-twoshot,ll,lamport,ll-twoshot,lamport-twoshot"
     )]
-    settings: Vec<String>,
+    settings: Vec<SymSetting>,
     /// Operations back to back per case (fresh data each).
     #[arg(long, default_value_t = 3)]
     iters: usize,
@@ -66,7 +67,7 @@ pub(crate) fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
         let (r, placed) = make_ranks(&b, n, &a.devices)?;
         println!("--- {placed}");
         for setting in &a.settings {
-            std::env::set_var("OXCCL_SYM", setting);
+            r.set_sym(*setting);
             for &coll in &colls {
                 for &dt in &dts {
                     for &red in &ops {
