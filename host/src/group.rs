@@ -222,7 +222,9 @@ fn launch_rank(st: &P2pState, stream: &Stream, ops: &[(Posted, u64)]) -> Result<
     };
     if backend.kind() == BackendKind::Cpu {
         lim.lane_bytes = LANE_BYTES_CPU;
-        lim.max_lanes = crate::settings::cpu_blocks().min(P2P_MAX_LANES);
+        // The CPU backend's blocks per rank are its `OXCCL_CPU_BLOCKS` threads.
+        let threads = backend.max_blocks_per_rank(st.group.ranks_per_device, oxccl_device::abi::DataType::U8);
+        lim.max_lanes = threads.min(P2P_MAX_LANES);
     }
     let cap = st.group.config.max_blocks;
     if cap > 0 {

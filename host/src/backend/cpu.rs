@@ -125,6 +125,9 @@ pub struct CpuBackend {
     /// Directed pairs `(a, b)`: logical device `a` is made unable to access device `b`'s
     /// memory (fault injection for the P2P checks; see [`CpuBackend::with_refused_peers`]).
     refused: Vec<(usize, usize)>,
+    /// Host threads (blocks) per rank per collective (`OXCCL_CPU_BLOCKS`, read when the
+    /// backend is made).
+    blocks: u32,
 }
 
 /// The environment variable [`CpuBackend::new`] reads refused pairs from (see
@@ -143,7 +146,10 @@ impl CpuBackend {
             }),
             Err(_) => Vec::new(),
         };
-        CpuBackend { refused }
+        CpuBackend {
+            refused,
+            blocks: crate::settings::cpu_blocks(),
+        }
     }
 
     /// A CPU backend on which device `a` cannot access device `b`'s memory for every
@@ -152,6 +158,7 @@ impl CpuBackend {
     pub fn with_refused_peers(pairs: &[(usize, usize)]) -> Self {
         CpuBackend {
             refused: pairs.to_vec(),
+            blocks: crate::settings::cpu_blocks(),
         }
     }
 }
@@ -310,7 +317,7 @@ impl Backend for CpuBackend {
     }
 
     fn max_blocks_per_rank(&self, _ranks_per_device: usize, _dtype: oxccl_device::abi::DataType) -> u32 {
-        crate::settings::cpu_blocks()
+        self.blocks
     }
 
     fn launch_sym(&self, stream: &Stream, grid: Grid, args: &oxccl_device::abi::SymArgs) -> Result<()> {
@@ -366,7 +373,7 @@ impl Backend for CpuBackend {
     }
 
     fn max_coll_blocks_per_rank(&self, _ranks_per_device: usize, _kernel: CollKernel) -> u32 {
-        crate::settings::cpu_blocks()
+        self.blocks
     }
 
     fn launch_p2p(&self, stream: &Stream, grid: Grid, args: &P2pArgs) -> Result<()> {
