@@ -4,7 +4,8 @@
 //! Each rank allocates its own inbox, error record and abort flag, publishes where its inbox
 //! is (and which process, backend and device it is on) in the bootstrap all-gather, and
 //! builds its table of peer inboxes from what the others published. When every rank is in
-//! this process, peers load and store each other's buffers directly. When some are in other
+//! this process, peers load and store each other's buffers directly (each holding its peers'
+//! inboxes until it is dropped, [`super::keep`]). When some are in other
 //! processes, every rank moves its inbox into a segment that its peers map
 //! ([`super::segment`]: CUDA VMM memory exported as a POSIX descriptor, or a memfd on the
 //! CPU backend, passed over a Unix socket) and collectives go through the segment's staging
@@ -213,10 +214,18 @@ impl Comm {
                 seg: None,
                 imports: Vec::new(),
                 staging: None,
+                inbox_kept: false,
+                peer_holds: Vec::new(),
             },
         );
         let inbox = backend.alloc(device, inbox_bytes(nranks, ll))?;
-        group.ranks.entry(rank).and_modify(|r| r.inbox = inbox);
+        // Held before its address is published: in-process peers take their holds on it
+        // (see `super::keep`).
+        super::keep::register(&backend, device, inbox, inbox_bytes(nranks, ll));
+        group.ranks.entry(rank).and_modify(|r| {
+            r.inbox = inbox;
+            r.inbox_kept = true;
+        });
         let table = backend.alloc(device, table_bytes(nranks))?;
         group.ranks.entry(rank).and_modify(|r| r.table = table);
         let error = backend.alloc(device, std::mem::size_of::<ErrorRecord>())?;
@@ -302,9 +311,11 @@ impl Comm {
                 .ranks
                 .get_mut(&rank)
                 .ok_or_else(|| Error::Init("rank resources vanished".into()))?;
-            // SAFETY: the plain inbox was published but no kernel ever ran on it; peers use the
-            // segment's (its address is in their tables).
-            unsafe { backend.free(device, me.inbox, inbox_bytes(nranks, ll)) };
+            // SAFETY: the plain inbox was published but no kernel ever ran on it, and no peer
+            // took a hold on it (they use the segment's, whose address is in their tables):
+            // this drops the only hold, which frees it.
+            unsafe { super::keep::release(me.inbox) };
+            me.inbox_kept = false;
             me.inbox = conn.seg.dev;
             me.seg = Some(conn.seg);
             me.imports = conn.imports;
@@ -312,6 +323,24 @@ impl Comm {
             tracing::info!(target: "oxccl::init", rank, staging = conn.staging.half, "communicator spans processes: staged through shared segments");
             conn.table
         } else {
+            // Hold every peer's inbox (our kernels store into them) before the barrier below,
+            // which no peer passes, and so frees nothing, before we hold it (`super::keep`).
+            let me = group
+                .ranks
+                .get_mut(&rank)
+                .ok_or_else(|| Error::Init("rank resources vanished".into()))?;
+            for (q, p) in peers.iter().enumerate() {
+                if q as u32 == rank {
+                    continue;
+                }
+                if !super::keep::retain(p.inbox) {
+                    return Err(Error::Init(format!(
+                        "init_rank on rank {rank}: peer {q} reports an inbox at {:#x} in this process that is not a live oxccl inbox",
+                        p.inbox
+                    )));
+                }
+                me.peer_holds.push(p.inbox);
+            }
             // Inbox bases, then deltas (all 0: one address space).
             peers
                 .iter()

@@ -152,6 +152,7 @@ impl Config {
 mod control;
 mod exchange;
 mod init_rank;
+mod keep;
 mod lifecycle;
 pub mod nonblocking;
 mod rendezvous;
@@ -179,6 +180,11 @@ pub(crate) struct RankRes {
     seg: Option<crate::backend::SharedMem>,
     imports: Vec<crate::backend::SharedMem>,
     pub(crate) staging: Option<crate::coll::Staging>,
+    /// `inbox` is held in [`keep`] (an `init_rank` rank's plain inbox): released there rather
+    /// than freed here.
+    inbox_kept: bool,
+    /// Holds this rank took in [`keep`] on its in-process peers' inboxes.
+    peer_holds: Vec<u64>,
 }
 
 /// Resources of the ranks of one communicator that live in this process: all of them after
@@ -214,8 +220,13 @@ impl Drop for Group {
                 for m in r.imports.drain(..) {
                     self.backend.free_shared(m);
                 }
+                for p in r.peer_holds.drain(..) {
+                    keep::release(p);
+                }
                 if let Some(seg) = r.seg.take() {
                     self.backend.free_shared(seg);
+                } else if r.inbox_kept {
+                    keep::release(r.inbox);
                 } else if r.inbox != 0 {
                     self.backend.free(r.device, r.inbox, inbox_bytes(n, ll));
                 }
@@ -479,6 +490,8 @@ impl Comm {
                     seg: None,
                     imports: Vec::new(),
                     staging: None,
+                    inbox_kept: false,
+                    peer_holds: Vec::new(),
                 })
             })();
             match res {
