@@ -328,21 +328,26 @@ fn unmap_guard(p: u64) {
 /// Two adjacent `bytes`-sized `mem_alloc` blocks followed directly by a page of ordinary
 /// memory that we own. The registry is one per process and other tests allocate
 /// concurrently, so only a mapping of our own proves that the memory after a block is not
-/// from `mem_alloc`. The kernel places new mappings below the previous ones as a rule, so
-/// a guard page then two blocks usually lie in that order; retried until they do.
+/// from `mem_alloc`. The kernel places consecutive mappings next to each other as a rule,
+/// below the previous one (top-down layout) or above it (the legacy bottom-up layout), so a
+/// guard page is mapped before and after the two blocks and the one that follows them is
+/// kept; retried until one does.
 fn adjacent_pair_then_guard(c: &Comm, bytes: usize) -> (u64, u64, u64) {
     let mut spare = Vec::new();
     let mut guards = Vec::new();
     let found = (0..64).find_map(|_| {
-        let g = guard_page();
+        let before = guard_page();
         let a = c.mem_alloc(bytes).unwrap();
         let b = c.mem_alloc(bytes).unwrap();
+        let after = guard_page();
         let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-        if lo + bytes as u64 == hi && hi + bytes as u64 == g {
-            return Some((lo, hi, g));
+        let end = hi + bytes as u64;
+        if lo + bytes as u64 == hi && (end == before || end == after) {
+            guards.push(if end == before { after } else { before });
+            return Some((lo, hi, end));
         }
         spare.extend([a, b]);
-        guards.push(g);
+        guards.extend([before, after]);
         None
     });
     for p in spare {
