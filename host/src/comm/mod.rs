@@ -116,7 +116,6 @@ impl Config {
         crate::settings::ll_capacity(self.ll_max_bytes)
     }
 
-    /// The parsed algorithm and protocol overrides, or an error naming the setting.
     /// The symmetric-kernel policy of [`Config::sym`], [`Config::sym_ctas`] and
     /// [`Config::sym_pdl`]; an invalid `sym` is an [`Error::InvalidSetting`].
     pub fn sym_policy(&self) -> Result<crate::coll::sym_policy::SymPolicy> {
@@ -133,6 +132,7 @@ impl Config {
         })
     }
 
+    /// The parsed algorithm and protocol overrides, or an error naming the setting.
     pub fn overrides(&self) -> Result<crate::coll::tuner::Overrides> {
         crate::coll::tuner::Overrides::parse(self.algo.as_deref(), self.proto.as_deref()).map_err(
             |(setting, what)| Error::InvalidSetting {
