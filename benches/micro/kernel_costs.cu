@@ -81,9 +81,15 @@ __device__ __forceinline__ uint4* box_of(const Lam& L, int rank, int buf, int sr
 // PDL: launched with programmatic stream serialization; the kernel lets the next one in its
 // stream be scheduled at once (griddepcontrol.launch_dependents) and waits for the previous one
 // to have finished and flushed (griddepcontrol.wait) before it touches any memory.
-template <int MODE, bool PDL = false>
+// TL: thread 0 adds the SM clock cycles of each phase into g_tl[me] (entry->wait->seq load and
+// bar.sync->fence->publish->poll and store->end), for the phase table printed after the timings.
+__device__ unsigned long long g_tl[8][8];
+__device__ __forceinline__ uint64_t clk() { uint64_t c; asm volatile("mov.u64 %0, %%clock64;" : "=l"(c) :: "memory"); return c; }
+template <int MODE, bool PDL = false, bool TL = false>
 __global__ void k_lamport(Lam L, int me) {
+    uint64_t c0 = TL ? clk() : 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0;
     if (PDL) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); asm volatile("griddepcontrol.wait;" ::: "memory"); }
+    if (TL) c1 = clk();
     int t = threadIdx.x;
     float4 v = make_float4(0, 0, 0, 0);
     uint64_t seq;
@@ -92,7 +98,9 @@ __global__ void k_lamport(Lam L, int me) {
     if (MODE >= 2 && act) v = L.in[me * LINES + t];
     asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(seq) : "l"(L.slot + me * 8));
     if (MODE < 4) __syncthreads();
+    if (TL) c2 = clk();
     if (MODE < 3) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    if (TL) c3 = clk();
     if (MODE <= 1 && act) v = L.in[me * LINES + t];
     int buf = seq % 3;
     if (act) {
@@ -102,6 +110,7 @@ __global__ void k_lamport(Lam L, int me) {
             uint4* d = box_of(L, q, buf, me) + t;
             asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" :: "l"(d), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w) : "memory");
         }
+        if (TL) c4 = clk();
         float4 acc = make_float4(0, 0, 0, 0);
         for (int q = 0; q < L.n; q++) {
             float4 x;
@@ -116,9 +125,15 @@ __global__ void k_lamport(Lam L, int me) {
             acc.x += x.x; acc.y += x.y; acc.z += x.z; acc.w += x.w;
         }
         L.out[me * LINES + t] = acc;
+        if (TL) c5 = clk();
     }
     if (MODE < 4) __syncthreads();
     if (t == 0) asm volatile("st.volatile.global.u64 [%0], %1;" :: "l"(L.slot + me * 8), "l"(seq + 1) : "memory");
+    if (TL && t == 0) {
+        uint64_t c6 = clk(), c[7] = {c0, c1, c2, c3, c4, c5, c6};
+        for (int i = 0; i < 6; i++) atomicAdd(&g_tl[me][i], c[i + 1] - c[i]);
+        atomicAdd(&g_tl[me][6], 1ull);
+    }
 }
 __global__ void k_poison(uint4* b, size_t n) { for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) b[i] = make_uint4(SENT, SENT, SENT, SENT); }
 __global__ void k_lam_empty(Lam, int) {}
@@ -193,6 +208,14 @@ static int lamport_table(cudaStream_t* s, cudaEvent_t* ev) {
         printf("%-6d %-8d", n, lines * 16);
         for (int i = 0; i < 10; i++) printf(" %8.3f%s%s", t[i], ok[i] ? "  " : "!!", i == 5 ? " |     " : "");
         printf("\n");
+        // The phase table of the serial kernel under PDL (its timing, slightly raised by the marks, in the last column).
+        unsigned long long z[8][8] = {}, tl[8][8];
+        CK(cudaMemcpyToSymbol(g_tl, z, sizeof z));
+        bool tok; double tt = time_lamport(k_lamport<0, true, true>, L, s, ev, &tok, true);
+        CK(cudaMemcpyFromSymbol(tl, g_tl, sizeof tl));
+        printf("  phases (cycles, mean over ops, rank 0): wait %.0f seq+bar %.0f fence %.0f publish %.0f poll+store %.0f end %.0f  [%.3f us/op%s]\n",
+               tl[0][0] / (double)tl[0][6], tl[0][1] / (double)tl[0][6], tl[0][2] / (double)tl[0][6], tl[0][3] / (double)tl[0][6],
+               tl[0][4] / (double)tl[0][6], tl[0][5] / (double)tl[0][6], tt, tok ? "" : " !!");
         cudaFree(L.slot); cudaFree(L.in); cudaFree(L.out); cudaFree(L.box);
     }
     printf("(!! = some output element differed from the sum of the inputs)\n");

@@ -63,8 +63,15 @@ pub fn run_tool(tool: &Path, args: &[&std::ffi::OsStr]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Functions every PTX consumer provides (ptxas and the driver's JIT resolve them as system
+/// calls), so a bitcode that calls them still links anywhere: `vprintf`, CUDA's device
+/// printf, which only the diagnostic timeline build (`OXCCL_SYM_TIMELINE`,
+/// `oxccl_device::coll::sym::timeline`) calls.
+pub const CUDA_SYSCALLS: &[&str] = &["vprintf"];
+
 /// Checks `nm` (the `llvm-nm` listing of the bitcode at `bitcode`): every name of `names`
-/// is a defined external function (`T`), and no symbol is undefined except LLVM intrinsics.
+/// is a defined external function (`T`), and no symbol is undefined except LLVM intrinsics
+/// and [`CUDA_SYSCALLS`].
 pub fn check_symbols(bitcode: &Path, nm: &[NmSymbol], names: &[&str]) -> Result<()> {
     let missing: Vec<String> = names
         .iter()
@@ -82,7 +89,11 @@ pub fn check_symbols(bitcode: &Path, nm: &[NmSymbol], names: &[&str]) -> Result<
     }
     let unresolved: Vec<String> = nm
         .iter()
-        .filter(|s| matches!(s.kind, 'U' | 'u' | 'w' | 'v') && !s.name.starts_with("llvm."))
+        .filter(|s| {
+            matches!(s.kind, 'U' | 'u' | 'w' | 'v')
+                && !s.name.starts_with("llvm.")
+                && !CUDA_SYSCALLS.contains(&s.name.as_str())
+        })
         .map(|s| s.name.clone())
         .collect();
     if !unresolved.is_empty() {
@@ -195,7 +206,7 @@ mod tests {
     #[test]
     fn unresolved_symbols_fail_intrinsics_pass() {
         let nm = parse_nm(
-            "---------------- T oxccl_dev_rank\n                 U llvm.umin.i64\n                 U memcpy\n",
+            "---------------- T oxccl_dev_rank\n                 U llvm.umin.i64\n                 U vprintf\n                 U memcpy\n",
         );
         let e = check_symbols(Path::new("x.bc"), &nm, &["oxccl_dev_rank"]).unwrap_err();
         assert!(

@@ -2,17 +2,19 @@
 //! dispatch as plain functions for the CPU backend.
 
 use crate::abi::{
+    sym_sum_kernel_runs, SymArgs, SymInitArgs, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+};
+use crate::abi::{
     AllReduceArgs, CollArgs, DataType, P2pArgs, ALGO_LL, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL,
     COLL_BROADCAST, COLL_GATHER, COLL_REDUCE, COLL_REDUCE_SCATTER, COLL_SCATTER,
 };
-use crate::abi::{SymArgs, SymInitArgs, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE};
 use crate::coll::all_reduce::all_reduce;
 use crate::coll::all_reduce_ll::all_reduce_ll;
 #[cfg(target_arch = "nvptx64")]
 use crate::coll::lsa::copy_coll_with;
 use crate::coll::lsa::{copy_coll, reduce_coll};
 use crate::coll::p2p::p2p;
-use crate::coll::sym::{sym_lamport, sym_lamport_init, sym_ll, sym_simple};
+use crate::coll::sym::{sym_lamport, sym_lamport_init, sym_lamport_sum, sym_ll, sym_ll_sum, sym_simple};
 use crate::exec::ExecCtx;
 use crate::ops::{Bf16, F16, F8E4M3, F8E5M2};
 
@@ -109,15 +111,35 @@ pub const SYM_LL_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_ll_");
 /// [`DataType`] value.
 pub const SYM_LAMPORT_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_lamport_");
 
+/// PTX entry names of the LL kernels that hold the one-shot all-reduce with `Sum` alone
+/// ([`crate::abi::sym_sum_kernel_runs`]), indexed by [`DataType`] value.
+pub const SYM_LL_SUM_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_ll_sum_");
+
+/// PTX entry names of the Lamport kernels that hold the one-shot all-reduce with `Sum`
+/// alone, indexed by [`DataType`] value.
+pub const SYM_LAMPORT_SUM_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_lamport_sum_");
+
 /// PTX entry name of the kernel that poisons a Lamport scratch area once (`SymInitArgs`).
 pub const SYM_LAMPORT_INIT_KERNEL: &str = "oxccl_sym_lamport_init";
 
-/// PTX entry name of the symmetric kernel for protocol `proto` (`SYM_PROTO_*`) and `dtype`.
+/// PTX entry name of the symmetric kernel for protocol `proto` (`SYM_PROTO_*`) and `dtype`
+/// (the general one: every kind and operator).
 pub fn sym_kernel_name(proto: u32, dtype: DataType) -> Option<&'static str> {
     let table = match proto {
         SYM_PROTO_SIMPLE => &SYM_SIMPLE_KERNELS,
         SYM_PROTO_LL => &SYM_LL_KERNELS,
         SYM_PROTO_LAMPORT => &SYM_LAMPORT_KERNELS,
+        _ => return None,
+    };
+    Some(table[dtype as usize])
+}
+
+/// PTX entry name of the one-shot `Sum` all-reduce kernel of protocol `proto` (LL or
+/// Lamport) and `dtype`.
+pub fn sym_sum_kernel_name(proto: u32, dtype: DataType) -> Option<&'static str> {
+    let table = match proto {
+        SYM_PROTO_LL => &SYM_LL_SUM_KERNELS,
+        SYM_PROTO_LAMPORT => &SYM_LAMPORT_SUM_KERNELS,
         _ => return None,
     };
     Some(table[dtype as usize])
@@ -159,13 +181,21 @@ macro_rules! out_of_line_by_dtype {
 }
 
 /// Runs the symmetric kernel body of `args.proto` and `args.dtype` (the CPU backend's entry
-/// point); an unknown protocol or data type is recorded as an argument error.
+/// point): the one-shot `Sum` all-reduce's own where [`sym_sum_kernel_runs`], as on the GPU;
+/// an unknown protocol or data type is recorded as an argument error.
 ///
 /// # Safety
 /// As [`sym_simple`] / [`sym_ll`] / [`sym_lamport`]; `ctx` must be one block of the grid
 /// every rank launched.
 pub unsafe fn sym_dispatch(ctx: &ExecCtx, args: &SymArgs) {
     let dt = DataType::from_u32(args.dtype);
+    // The kernel the GPU backend launches for these arguments.
+    if sym_sum_kernel_runs(args.proto, args.kind, args.op) {
+        return match args.proto {
+            SYM_PROTO_LL => out_of_line_by_dtype!(dt, sym_ll_sum, ctx, args, sym_bad_dtype(ctx, args)),
+            _ => out_of_line_by_dtype!(dt, sym_lamport_sum, ctx, args, sym_bad_dtype(ctx, args)),
+        };
+    }
     match args.proto {
         SYM_PROTO_SIMPLE => out_of_line_by_dtype!(dt, sym_simple, ctx, args, sym_bad_dtype(ctx, args)),
         SYM_PROTO_LL => out_of_line_by_dtype!(dt, sym_ll, ctx, args, sym_bad_dtype(ctx, args)),
@@ -198,13 +228,15 @@ pub unsafe fn sym_lamport_init_dispatch(ctx: &ExecCtx, args: &SymInitArgs) {
 }
 
 /// The symmetric kernels (every family, every data type; the init kernel is not hot).
-pub const SYM_KERNELS: [&str; 36] = {
-    let mut all = [""; 36];
+pub const SYM_KERNELS: [&str; 60] = {
+    let mut all = [""; 60];
     let mut i = 0;
     while i < 12 {
         all[i] = SYM_SIMPLE_KERNELS[i];
         all[12 + i] = SYM_LL_KERNELS[i];
         all[24 + i] = SYM_LAMPORT_KERNELS[i];
+        all[36 + i] = SYM_LL_SUM_KERNELS[i];
+        all[48 + i] = SYM_LAMPORT_SUM_KERNELS[i];
         i += 1;
     }
     all
@@ -213,7 +245,7 @@ pub const SYM_KERNELS: [&str; 36] = {
 /// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas): every
 /// kernel above but the Lamport init.
 pub const HOT_KERNELS: &[&str] = &{
-    let mut all = [""; 38 + 36 + 1];
+    let mut all = [""; 38 + 60 + 1];
     let mut i = 0;
     while i < 12 {
         all[i] = ALL_REDUCE_KERNELS[i];
@@ -222,13 +254,13 @@ pub const HOT_KERNELS: &[&str] = &{
         i += 1;
     }
     let mut j = 0;
-    while j < 36 {
+    while j < 60 {
         all[38 + j] = SYM_KERNELS[j];
         j += 1;
     }
     all[24] = COPY_COLL_KERNEL;
     all[25] = P2P_KERNEL;
-    all[38 + 36] = COPY_COLL_CS_KERNEL;
+    all[38 + 60] = COPY_COLL_CS_KERNEL;
     all
 };
 
@@ -432,7 +464,7 @@ mod gpu {
     reduce_coll_kernel!(oxccl_reduce_coll_f8e5m2, F8E5M2);
 
     macro_rules! sym_kernels {
-        ($($simple:ident, $ll:ident, $lamport:ident, $t:ty;)*) => {$(
+        ($($simple:ident, $ll:ident, $lamport:ident, $ll_sum:ident, $lamport_sum:ident, $t:ty;)*) => {$(
             /// Simple symmetric kernel entry (kind and operator are run-time arguments).
             #[no_mangle]
             pub unsafe extern "ptx-kernel" fn $simple(args: SymArgs) {
@@ -448,21 +480,31 @@ mod gpu {
             pub unsafe extern "ptx-kernel" fn $lamport(args: SymArgs) {
                 sym_lamport::<$t>(&ExecCtx::current(), &args)
             }
+            /// LL one-shot `Sum` all-reduce entry.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $ll_sum(args: SymArgs) {
+                sym_ll_sum::<$t>(&ExecCtx::current(), &args)
+            }
+            /// Lamport one-shot `Sum` all-reduce entry.
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $lamport_sum(args: SymArgs) {
+                sym_lamport_sum::<$t>(&ExecCtx::current(), &args)
+            }
         )*};
     }
     sym_kernels! {
-        oxccl_sym_simple_i8, oxccl_sym_ll_i8, oxccl_sym_lamport_i8, i8;
-        oxccl_sym_simple_u8, oxccl_sym_ll_u8, oxccl_sym_lamport_u8, u8;
-        oxccl_sym_simple_i32, oxccl_sym_ll_i32, oxccl_sym_lamport_i32, i32;
-        oxccl_sym_simple_u32, oxccl_sym_ll_u32, oxccl_sym_lamport_u32, u32;
-        oxccl_sym_simple_i64, oxccl_sym_ll_i64, oxccl_sym_lamport_i64, i64;
-        oxccl_sym_simple_u64, oxccl_sym_ll_u64, oxccl_sym_lamport_u64, u64;
-        oxccl_sym_simple_f16, oxccl_sym_ll_f16, oxccl_sym_lamport_f16, F16;
-        oxccl_sym_simple_f32, oxccl_sym_ll_f32, oxccl_sym_lamport_f32, f32;
-        oxccl_sym_simple_f64, oxccl_sym_ll_f64, oxccl_sym_lamport_f64, f64;
-        oxccl_sym_simple_bf16, oxccl_sym_ll_bf16, oxccl_sym_lamport_bf16, Bf16;
-        oxccl_sym_simple_f8e4m3, oxccl_sym_ll_f8e4m3, oxccl_sym_lamport_f8e4m3, F8E4M3;
-        oxccl_sym_simple_f8e5m2, oxccl_sym_ll_f8e5m2, oxccl_sym_lamport_f8e5m2, F8E5M2;
+        oxccl_sym_simple_i8, oxccl_sym_ll_i8, oxccl_sym_lamport_i8, oxccl_sym_ll_sum_i8, oxccl_sym_lamport_sum_i8, i8;
+        oxccl_sym_simple_u8, oxccl_sym_ll_u8, oxccl_sym_lamport_u8, oxccl_sym_ll_sum_u8, oxccl_sym_lamport_sum_u8, u8;
+        oxccl_sym_simple_i32, oxccl_sym_ll_i32, oxccl_sym_lamport_i32, oxccl_sym_ll_sum_i32, oxccl_sym_lamport_sum_i32, i32;
+        oxccl_sym_simple_u32, oxccl_sym_ll_u32, oxccl_sym_lamport_u32, oxccl_sym_ll_sum_u32, oxccl_sym_lamport_sum_u32, u32;
+        oxccl_sym_simple_i64, oxccl_sym_ll_i64, oxccl_sym_lamport_i64, oxccl_sym_ll_sum_i64, oxccl_sym_lamport_sum_i64, i64;
+        oxccl_sym_simple_u64, oxccl_sym_ll_u64, oxccl_sym_lamport_u64, oxccl_sym_ll_sum_u64, oxccl_sym_lamport_sum_u64, u64;
+        oxccl_sym_simple_f16, oxccl_sym_ll_f16, oxccl_sym_lamport_f16, oxccl_sym_ll_sum_f16, oxccl_sym_lamport_sum_f16, F16;
+        oxccl_sym_simple_f32, oxccl_sym_ll_f32, oxccl_sym_lamport_f32, oxccl_sym_ll_sum_f32, oxccl_sym_lamport_sum_f32, f32;
+        oxccl_sym_simple_f64, oxccl_sym_ll_f64, oxccl_sym_lamport_f64, oxccl_sym_ll_sum_f64, oxccl_sym_lamport_sum_f64, f64;
+        oxccl_sym_simple_bf16, oxccl_sym_ll_bf16, oxccl_sym_lamport_bf16, oxccl_sym_ll_sum_bf16, oxccl_sym_lamport_sum_bf16, Bf16;
+        oxccl_sym_simple_f8e4m3, oxccl_sym_ll_f8e4m3, oxccl_sym_lamport_f8e4m3, oxccl_sym_ll_sum_f8e4m3, oxccl_sym_lamport_sum_f8e4m3, F8E4M3;
+        oxccl_sym_simple_f8e5m2, oxccl_sym_ll_f8e5m2, oxccl_sym_lamport_f8e5m2, oxccl_sym_ll_sum_f8e5m2, oxccl_sym_lamport_sum_f8e5m2, F8E5M2;
     }
 
     /// Lamport scratch init kernel entry: poisons a rank's own Lamport lines once.

@@ -71,6 +71,17 @@ pub const SYM_PROTO_LL: u32 = 1;
 /// Sentinel-poisoned, triple-buffered lines in scratch (16 or 8 data bytes per line).
 pub const SYM_PROTO_LAMPORT: u32 = 2;
 
+/// Whether a launch of protocol `proto`, kind `kind` and operator `op` ([`super::RedOp`])
+/// runs on the kernels that hold the one-shot all-reduce with `Sum` alone
+/// (`oxccl_sym_ll_sum_<type>`, `oxccl_sym_lamport_sum_<type>`) rather than the general LL
+/// and Lamport kernels: the common small all-reduce, on a kernel whose hot path is short.
+/// The host launches them exactly then; they check it and report any other arguments.
+pub const fn sym_sum_kernel_runs(proto: u32, kind: u32, op: u32) -> bool {
+    (proto == SYM_PROTO_LL || proto == SYM_PROTO_LAMPORT)
+        && kind == SYM_KIND_ALL_REDUCE_ONE_SHOT
+        && op == super::RedOp::Sum as u32
+}
+
 /// [`SymArgs::flags`]: clear this rank's LL mailbox between two barriers before the op,
 /// because its tag generation ([`sym_ll_generation`]) differs from the one of the
 /// communicator's previous LL op (see [`sym_ll_needs_reset`]).

@@ -83,9 +83,21 @@ pub unsafe fn ll_reset(ctx: &ExecCtx, comm: &CommArgs, generation: u64) -> bool 
 /// `slots` must hold `MAX_BLOCKS` u64 that only this rank's launches of one stream use.
 #[inline(always)]
 pub unsafe fn begin_at(ctx: &ExecCtx, slots: *mut u64) -> u64 {
-    let e = arch::load_volatile_u64(slots.wrapping_add(ctx.block as usize % MAX_BLOCKS));
+    let e = peek_at(ctx, slots);
     ctx.sync_threads();
     e
+}
+
+/// The load of [`begin_at`] without its `bar.sync`, for a kernel that has a block-wide
+/// barrier of its own to execute next (`bar.red`, say): that barrier, which every thread of
+/// the block must pass before any thread calls [`end_at`] or [`set_generation_at`], takes the
+/// place of [`begin_at`]'s.
+///
+/// # Safety
+/// As [`begin_at`].
+#[inline(always)]
+pub unsafe fn peek_at(ctx: &ExecCtx, slots: *mut u64) -> u64 {
+    arch::load_volatile_u64(slots.wrapping_add(ctx.block as usize % MAX_BLOCKS))
 }
 
 /// [`end`] on the slot array at `slots`, advancing by `step`.
@@ -117,38 +129,38 @@ pub unsafe fn end_at(ctx: &ExecCtx, slots: *mut u64, base: u64, step: u64) {
 /// As [`begin_at`].
 #[inline(always)]
 pub unsafe fn generation_changed_at(ctx: &ExecCtx, gens: *mut u64, generation: u64) -> bool {
-    let s = gens.wrapping_add(ctx.block as usize % MAX_BLOCKS);
-    let old = arch::load_volatile_u64(s);
+    let old = arch::load_volatile_u64(gens.wrapping_add(ctx.block as usize % MAX_BLOCKS));
     ctx.sync_threads();
-    if ctx.thread == 0 {
-        arch::store_volatile_u64(s, generation);
-    }
+    set_generation_at(ctx, gens, generation);
     old != generation
 }
 
-/// [`begin_at`] and [`generation_changed_at`] in one step, for a launch that needs both: both
-/// slots are loaded before a single `bar.sync` (one round trip to memory and one block
-/// barrier instead of two each), then thread 0 stores `generation(base)`. Returns the base
-/// and whether the generation changed.
+/// [`peek_at`] for a launch that needs [`generation_changed_at`]'s answer too: this block's
+/// base and the generation of its last LL launch, loaded together (one round trip). Pair
+/// with a block-wide barrier, then [`set_generation_at`] (the store of
+/// [`generation_changed_at`]).
 ///
 /// # Safety
 /// As [`begin_at`] and [`generation_changed_at`] together.
 #[inline(always)]
-pub unsafe fn begin_with_generation_at(
-    ctx: &ExecCtx,
-    slots: *mut u64,
-    gens: *mut u64,
-    generation: impl Fn(u64) -> u64,
-) -> (u64, bool) {
+pub unsafe fn peek_with_generation_at(ctx: &ExecCtx, slots: *mut u64, gens: *mut u64) -> (u64, u64) {
     let b = ctx.block as usize % MAX_BLOCKS;
-    let e = arch::load_volatile_u64(slots.wrapping_add(b));
-    let old = arch::load_volatile_u64(gens.wrapping_add(b));
-    ctx.sync_threads();
-    let g = generation(e);
+    (
+        arch::load_volatile_u64(slots.wrapping_add(b)),
+        arch::load_volatile_u64(gens.wrapping_add(b)),
+    )
+}
+
+/// Thread 0 records `generation` as this block's last LL launch's (after the block-wide
+/// barrier that follows [`peek_with_generation_at`]).
+///
+/// # Safety
+/// As [`peek_with_generation_at`].
+#[inline(always)]
+pub unsafe fn set_generation_at(ctx: &ExecCtx, gens: *mut u64, generation: u64) {
     if ctx.thread == 0 {
-        arch::store_volatile_u64(gens.wrapping_add(b), g);
+        arch::store_volatile_u64(gens.wrapping_add(ctx.block as usize % MAX_BLOCKS), generation);
     }
-    (e, old != g)
 }
 
 #[cfg(test)]

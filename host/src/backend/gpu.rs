@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
 use oxccl_device::abi::{
-    AllReduceArgs, CollArgs, DataType, P2pArgs, SymArgs, SymInitArgs, ALGO_LL, SYM_FLAG_EARLY_NEXT,
-    SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+    sym_sum_kernel_runs, AllReduceArgs, CollArgs, DataType, P2pArgs, SymArgs, SymInitArgs, ALGO_LL,
+    SYM_FLAG_EARLY_NEXT, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
 };
 use oxccl_device::kernels::{
-    all_reduce_kernel_name, all_reduce_ll_kernel_name, sym_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL,
-    SYM_LAMPORT_INIT_KERNEL,
+    all_reduce_kernel_name, all_reduce_ll_kernel_name, sym_kernel_name, sym_sum_kernel_name,
+    ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL, SYM_LAMPORT_INIT_KERNEL,
 };
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, PhysHandle, Stream, WinAlloc};
@@ -91,9 +91,12 @@ pub(super) struct DeviceState {
     colls: HashMap<CollKernel, (usize, u32)>,
     /// The send/recv kernel and its blocks per SM.
     p2p: (usize, u32),
-    /// The symmetric kernels by (protocol, data type), with their blocks per SM, and the
-    /// Lamport poisoning kernel.
+    /// The symmetric kernels by (protocol, data type), with their blocks per SM (for LL and
+    /// Lamport the lower of the general kernel's and the `Sum` kernel's), the one-shot `Sum`
+    /// all-reduce kernels of LL and Lamport (`sym_sum_kernel_runs`), and the Lamport
+    /// poisoning kernel.
     sym: HashMap<(u32, DataType), (usize, u32)>,
+    sym_sum: HashMap<(u32, DataType), usize>,
     sym_init: usize,
 }
 
@@ -265,6 +268,7 @@ impl GpuBackend {
         let p2p_fn = unsafe { cuda::get_function(device as i32, module, P2P_KERNEL)? } as usize;
         let p2p = (p2p_fn, occupancy(p2p_fn)?);
         let mut sym = HashMap::new();
+        let mut sym_sum = HashMap::new();
         for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
             for dt in DataType::ALL {
                 let name = sym_kernel_name(proto, dt).ok_or_else(|| Error::ModuleLoad {
@@ -273,7 +277,15 @@ impl GpuBackend {
                 })?;
                 // SAFETY: `module` was loaded in the current context.
                 let f = unsafe { cuda::get_function(device as i32, module, name)? } as usize;
-                sym.insert((proto, dt), (f, occupancy(f)?));
+                let mut occ = occupancy(f)?;
+                if let Some(sum_name) = sym_sum_kernel_name(proto, dt) {
+                    // SAFETY: as above.
+                    let g = unsafe { cuda::get_function(device as i32, module, sum_name)? } as usize;
+                    // The CTA bounds hold for whichever of the two a call launches.
+                    occ = occ.min(occupancy(g)?);
+                    sym_sum.insert((proto, dt), g);
+                }
+                sym.insert((proto, dt), (f, occ));
             }
         }
         // SAFETY: as above.
@@ -297,6 +309,7 @@ impl GpuBackend {
             colls,
             p2p,
             sym,
+            sym_sum,
             sym_init,
         });
         map.insert(device, st.clone());
@@ -668,15 +681,18 @@ impl Backend for GpuBackend {
             rank: args.scratch.rank,
             what: format!("data type {}", args.dtype),
         })?;
-        let k = st
-            .sym
-            .get(&(args.proto, dt))
-            .ok_or_else(|| Error::InvalidArgument {
-                op: "symmetric collective",
-                rank: args.scratch.rank,
-                what: format!("protocol {}", args.proto),
-            })?;
-        let f = self.kernel_or_empty(&st, k.0)?;
+        let general = st.sym.get(&(args.proto, dt)).map(|k| k.0);
+        let k = if sym_sum_kernel_runs(args.proto, args.kind, args.op) {
+            st.sym_sum.get(&(args.proto, dt)).copied()
+        } else {
+            general
+        }
+        .ok_or_else(|| Error::InvalidArgument {
+            op: "symmetric collective",
+            rank: args.scratch.rank,
+            what: format!("protocol {}", args.proto),
+        })?;
+        let f = self.kernel_or_empty(&st, k)?;
         // SAFETY: every symmetric kernel takes one by-value SymArgs (the empty one none) and
         // begins with `griddepcontrol.wait` (the empty one touches no memory).
         unsafe {

@@ -15,6 +15,13 @@
 //! - the sequence slots (`SymArgs::state`): local device memory where the kernels keep the
 //!   operation count, so a launch replayed from a CUDA graph runs as the next operation.
 //!
+//! # Kernels
+//! One kernel per (protocol, data type) holds every kind and operator; the one-shot
+//! all-reduce with `Sum` of LL and Lamport, the common small all-reduce, runs on kernels of
+//! its own (`oxccl_device::abi::sym_sum_kernel_runs`, chosen by the GPU backend's
+//! `launch_sym` and by the CPU backend's dispatch alike), a fraction of the general kernel's
+//! size, so that its hot path is short.
+//!
 //! # Choice (the symmetric tuner, printed by `oxccl tuner`; `OXCCL_SYM` forces a kernel)
 //! `auto` follows the measured table of [`super::sym_table`] (kernel and CTA count by
 //! collective, payload per rank and whether the ranks span processes); `OXCCL_SYM_CTAS`

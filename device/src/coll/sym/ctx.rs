@@ -9,7 +9,7 @@ use crate::abi::{
 use crate::api::abi::WindowDesc;
 use crate::arch;
 use crate::exec::ExecCtx;
-use crate::prims::wait::{report_error, WaitError, Waiter};
+use crate::prims::wait::{report_error, report_wait_error, WaitError, Waiter};
 
 /// One block's view of one symmetric op.
 pub struct SymCtx<'a> {
@@ -112,19 +112,7 @@ impl<'a> SymCtx<'a> {
     /// `a.error` must be a valid record or 0.
     #[inline(always)]
     pub unsafe fn wait_failed(&self, peer: u32, e: WaitError) {
-        let last = match e {
-            WaitError::Timeout { last } => last,
-            WaitError::Aborted => 0,
-        };
-        report_error(
-            self.a.error,
-            e.code(),
-            self.me,
-            peer,
-            self.ctx.block,
-            self.a.seq,
-            last,
-        );
+        report_wait_error(self.a.error, e, self.me, peer, self.ctx.block, self.a.seq);
     }
 
     /// Byte `off` of this op's input in rank `q`'s copy.

@@ -112,9 +112,6 @@ pub trait LineProto: Copy {
     fn decode_header(&self, l: [u32; 4]) -> Option<[u32; 4]> {
         self.decode(l)
     }
-    /// Once per thread before its first store into a peer's mailbox; `gpu_scope`: every
-    /// peer runs on this device ([`crate::abi::SYM_FLAG_ONE_DEVICE`]).
-    fn begin(&self, gpu_scope: bool);
     /// After reading line `p` of this rank's own mailbox.
     ///
     /// # Safety
@@ -155,8 +152,6 @@ impl LineProto for Ll {
         (l[1] == self.tag && l[3] == self.tag).then_some([l[0], l[2], 0, 0])
     }
     #[inline(always)]
-    fn begin(&self, _gpu_scope: bool) {}
-    #[inline(always)]
     unsafe fn consumed(&self, _p: *mut [u32; 4]) {}
 }
 
@@ -188,11 +183,6 @@ impl LineProto for LamportSplit {
     #[inline(always)]
     fn decode(&self, l: [u32; 4]) -> Option<[u32; 4]> {
         (l[1] == LAMPORT_TAG && l[3] == LAMPORT_TAG).then_some([l[0], l[2], 0, 0])
-    }
-    #[inline(always)]
-    fn begin(&self, gpu_scope: bool) {
-        // What it orders: the module doc of [`super`] (re-poisoning against the next writer).
-        super::ctx::scoped_fence(gpu_scope);
     }
     #[inline(always)]
     unsafe fn consumed(&self, p: *mut [u32; 4]) {
@@ -285,11 +275,6 @@ impl<T: Elem> LineProto for LamportFull<T> {
             l[0] != SENTINEL && l[1] != SENTINEL && l[2] != SENTINEL && l[3] != SENTINEL
         };
         ready.then_some(l)
-    }
-    #[inline(always)]
-    fn begin(&self, gpu_scope: bool) {
-        // What it orders: the module doc of [`super`] (re-poisoning against the next writer).
-        super::ctx::scoped_fence(gpu_scope);
     }
     #[inline(always)]
     unsafe fn consumed(&self, p: *mut [u32; 4]) {

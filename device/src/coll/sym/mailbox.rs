@@ -21,7 +21,7 @@
 //!    data line (one round trip for both). A header with another fingerprint is recorded as
 //!    a mismatch naming the peer and both calls ([`crate::abi::SYM_MISMATCH_FLAG`]); every
 //!    other waiter of the rank stops at its next abort check once an error is recorded, and
-//!    later launches on the failed communicator do nothing (`super::failed`). Without the
+//!    later launches on the failed communicator do nothing (`super::enter`). Without the
 //!    check, a rank with the smaller count would finish with wrong data and leave lines in
 //!    its mailbox that nobody consumed, and its peers would wait until their timeout.
 //!
@@ -31,19 +31,20 @@
 use super::barrier::sync;
 use super::chunk::{self, chunk_lanes};
 use super::line::{put_line, LineProto};
+use super::timeline::{self, Mark};
 use super::SymCtx;
 use crate::abi::{
     sym_epochs, sym_fingerprint, sym_header_fingerprint, sym_header_line, sym_header_words, ERR_MISMATCH,
-    SYM_FLAG_LL_RESET, SYM_KIND_REDUCE_SCATTER, SYM_MISMATCH_FLAG,
+    SYM_FLAG_LL_RESET, SYM_MISMATCH_FLAG,
 };
 use crate::arch;
 use crate::ops::elem::{get_lane, set_lane};
 use crate::ops::{Elem, Reduce};
-use crate::prims::wait::{error_recorded, report_error, WaitError};
+use crate::prims::wait::{error_recorded, report_error, report_wait_error, WaitError, Waiter};
 
 /// The bounded part of a mailbox poll loop, shared by every line wait: back-off, and every
 /// [`arch::SPINS_PER_CHECK`] spins (every spin on the host) the abort flag, this rank's
-/// error record, and the deadline.
+/// error record, and the deadline ([`poll_check`], out of line).
 #[derive(Default)]
 struct Poll {
     spins: u32,
@@ -66,25 +67,62 @@ impl Poll {
             return false;
         }
         self.spins = 0;
-        if let Err(e) = c.waiter.check_abort() {
-            c.wait_failed(peer, e);
-            return true;
-        }
-        // A sibling thread of this rank reported (a mismatch, a timeout): its error is the
-        // op's, and this line may never come.
-        if error_recorded(c.a.error) {
-            return true;
-        }
-        let now = arch::globaltimer() | 1;
-        if self.start == 0 {
-            self.start = now;
-        } else if c.waiter.timeout_ns != 0 && now.wrapping_sub(self.start) > c.waiter.timeout_ns {
-            // The last tag words seen (LL: an older tag; Lamport: the sentinel).
-            let last = (v[1] as u64) << 32 | v[3] as u64;
-            c.wait_failed(peer, WaitError::Timeout { last });
-            return true;
-        }
-        false
+        // The last tag words seen (LL: an older tag; Lamport: the sentinel).
+        let last = (v[1] as u64) << 32 | v[3] as u64;
+        let a = c.a;
+        self.start = poll_check(
+            c.waiter,
+            a.error,
+            self.start,
+            c.me,
+            peer,
+            c.ctx.block,
+            a.seq,
+            last,
+        );
+        self.start == 0
+    }
+}
+
+/// The checks of [`Poll::gave_up`], every [`arch::SPINS_PER_CHECK`] spins: the abort flag,
+/// this rank's error record (a sibling thread reported: its error is the op's, and this
+/// line may never come), and the deadline counted from `start` (0: the first check, which
+/// starts it). Returns the start to keep, or 0 after giving up (an abort or a timeout
+/// recorded here naming `peer`, or a sibling's error). Out of line and cold, so that the
+/// polling loops stay a few instructions long (see [`report_error`]).
+///
+/// # Safety
+/// `rec` must be a valid record or 0.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn poll_check(
+    waiter: Waiter,
+    rec: u64,
+    start: u64,
+    me: u32,
+    peer: u32,
+    block: u32,
+    seq: u64,
+    last: u64,
+) -> u64 {
+    let failed = |e: WaitError| {
+        report_wait_error(rec, e, me, peer, block, seq);
+        0
+    };
+    if let Err(e) = waiter.check_abort() {
+        return failed(e);
+    }
+    if error_recorded(rec) {
+        return 0;
+    }
+    let now = arch::globaltimer() | 1;
+    if start == 0 {
+        now
+    } else if waiter.timeout_ns != 0 && now.wrapping_sub(start) > waiter.timeout_ns {
+        failed(WaitError::Timeout { last })
+    } else {
+        start
     }
 }
 
@@ -139,7 +177,7 @@ fn fingerprint(c: &SymCtx) -> u64 {
 }
 
 /// Global thread 0 only: store this op's header line into slot `(buffer, me)` of every
-/// peer's mailbox (after [`LineProto::begin`], like the data lines).
+/// peer's mailbox (after the op's entry fence, like the data lines: `super::enter`).
 ///
 /// # Safety
 /// As [`super::sym_ll`].
@@ -170,22 +208,28 @@ unsafe fn header_matches(c: &SymCtx, peer: u32, h: [u32; 4]) -> bool {
     false
 }
 
-/// Global thread 0's first poll of `peer`: its data line `l` and its header line together
-/// (both loads in flight at once, so the check adds no round trip). The header is consumed
-/// and compared first; the data is taken only after it matched. `None` after a mismatch
-/// (recorded here), an abort or a timeout.
+/// [`wait_line`], and with `header` (global thread 0's first poll of `peer`) that peer's
+/// header line too, both loads in flight at once, so the check adds no round trip. The
+/// header is consumed and compared first; the data is taken only after it matched. `None`
+/// after a mismatch (recorded here), an abort or a timeout.
+///
+/// One loop for both cases, so that the threads of a warp poll their lines together: with a
+/// loop of its own for the header case, thread 0's warp diverged into two polling loops,
+/// which the warp runs one after the other or interleaved at the scheduler's will. (The
+/// header is a flag the loop changes, not an invariant the compiler could unswitch on.)
 ///
 /// # Safety
-/// As [`wait_line`], for both lines.
+/// As [`wait_line`]; with `header`, for the header line too.
 #[inline(always)]
-pub(super) unsafe fn wait_line_and_header<P: LineProto>(
+pub(super) unsafe fn wait_line_checked<P: LineProto>(
     c: &SymCtx,
     p: &P,
     l: *mut [u32; 4],
     peer: u32,
+    header: bool,
 ) -> Option<[u32; 4]> {
     let h = header_of(c, c.me, p.buffer(), peer);
-    let mut header_ok = false;
+    let mut header_ok = !header;
     let mut poll = Poll::default();
     loop {
         let v = arch::load_v4_volatile(l);
@@ -296,23 +340,23 @@ pub(super) fn rotated(c: &SymCtx, k: u32) -> u32 {
     }
 }
 
-/// The one-shot all-reduce and the reduce-scatter with operator `O`.
+/// The one-shot all-reduce (`rs` false) and the reduce-scatter (`rs` true) with operator
+/// `O`.
 ///
 /// # Safety
 /// As [`super::sym_ll`] / [`super::sym_lamport`].
 #[inline(always)]
-pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &O, p: &P) {
+pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &O, p: &P, rs: bool) {
     let a = c.a;
     let bytes = a.count * core::mem::size_of::<T>() as u64;
     let Some(nlines) = lines_of::<P>(c, bytes) else {
         return;
     };
-    let rs = a.kind == SYM_KIND_REDUCE_SCATTER;
     let (send, recv, buf) = (c.send_of(c.me, 0), c.recv_of(c.me, 0), p.buffer());
     let gt = c.ctx.global_thread() as u64;
     let nt = c.ctx.global_threads() as u64;
 
-    p.begin(c.gpu_scope);
+    timeline::mark(gt, c.me, Mark::Dispatched);
     let checks = gt == 0 && c.n > 1;
     if checks {
         publish_header(c, p);
@@ -345,6 +389,7 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
         i += nt;
     }
 
+    timeline::mark(gt, c.me, Mark::Published);
     let own = if rs { send + c.me as u64 * bytes } else { send };
     let nl = chunk_lanes::<T>(P::DATA);
     let mut i = gt;
@@ -360,12 +405,7 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
                 }
             } else {
                 let l = c.line_of(c.me, buf, q, i);
-                let got = if checks && i == gt {
-                    wait_line_and_header(c, p, l, q)
-                } else {
-                    wait_line(c, p, l, q)
-                };
-                match got {
+                match wait_line_checked(c, p, l, q, checks && i == gt) {
                     Some(d) => d,
                     None => return,
                 }
@@ -391,6 +431,7 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
         chunk::store::<T>(P::DATA, recv, i, bytes, out);
         i += nt;
     }
+    timeline::mark(gt, c.me, Mark::Collected);
     if checks && nlines == 0 {
         check_headers_alone(c, p);
     }
@@ -411,7 +452,6 @@ pub unsafe fn all_gather<T: Elem, P: LineProto>(c: &SymCtx, p: &P) {
     let gt = c.ctx.global_thread() as u64;
     let nt = c.ctx.global_threads() as u64;
 
-    p.begin(c.gpu_scope);
     let checks = gt == 0 && c.n > 1;
     if checks {
         publish_header(c, p);
@@ -435,12 +475,7 @@ pub unsafe fn all_gather<T: Elem, P: LineProto>(c: &SymCtx, p: &P) {
         while k < c.n {
             let q = rotated(c, k);
             let l = c.line_of(c.me, buf, q, i);
-            let got = if checks && i == gt {
-                wait_line_and_header(c, p, l, q)
-            } else {
-                wait_line(c, p, l, q)
-            };
-            match got {
+            match wait_line_checked(c, p, l, q, checks && i == gt) {
                 Some(d) => chunk::store::<T>(P::DATA, recv + q as u64 * bytes, i, bytes, d),
                 None => return,
             }

@@ -92,7 +92,10 @@
 //!   ops, stream order) a `fence.acq_rel.sys` and its lines to the writer; the writer's
 //!   relaxed poll observes those lines, and its own `fence.acq_rel.sys` precedes its next
 //!   stores into the reader's buffer. Fence to fence through morally strong (volatile)
-//!   accesses, so the sentinel is ordered before the writer's data.
+//!   accesses, so the sentinel is ordered before the writer's data. Every thread of a
+//!   Lamport kernel executes that fence at the kernel's entry ([`enter`]): after
+//!   `griddepcontrol.wait`, hence after everything the earlier ops of its stream did, and
+//!   before any store of the op.
 //! - Simple barriers: `fence.acq_rel.sys` + `st.release.sys.u64` arrive, `ld.acquire.sys.u64`
 //!   wait, extended to the block by `bar.sync` (see [`barrier`]).
 //! - Scope: system scope as written above; GPU scope (`fence.acq_rel.gpu`, `.gpu` release and
@@ -115,21 +118,26 @@ mod ctx;
 pub mod line;
 pub mod mailbox;
 pub mod simple;
+pub mod timeline;
 pub mod two_shot;
 
 pub use ctx::SymCtx;
 
-use crate::abi::{sym_ll_generation, MAX_BLOCKS, SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET};
+use crate::abi::{
+    sym_ll_generation, sym_sum_kernel_runs, MAX_BLOCKS, SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET,
+    SYM_FLAG_ONE_DEVICE,
+};
 use crate::abi::{
     SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
     SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
 };
 use crate::arch;
 use crate::exec::ExecCtx;
-use crate::ops::{with_op, Elem, OpBody, Reduce};
+use crate::ops::{with_op, Elem, OpBody, Reduce, Sum};
 use crate::prims::epoch;
 use crate::prims::wait::error_code;
 use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
+use timeline::Mark;
 
 /// The Simple kernels of element type `T` (every kind).
 ///
@@ -140,9 +148,8 @@ use line::{lamport_full, LamportFull, LamportSplit, LineProto, Ll, POISON};
 #[inline(always)]
 pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     stream_order(a);
-    let err = error_code(a.error);
-    let at = seq_begin(ctx, a, false);
-    if !failed(ctx, err) {
+    let (at, failed) = enter(ctx, a, false, false);
+    if !failed {
         sym_simple_at::<T>(ctx, &at);
     }
     seq_end(ctx, &at);
@@ -171,64 +178,93 @@ unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 }
 
 /// The LL kernels of element type `T` (one-shot and two-shot all-reduce, all-gather,
-/// reduce-scatter).
+/// reduce-scatter; kind and operator are run-time arguments).
 ///
 /// # Safety
 /// As [`sym_simple`], with a scratch area of the LL layout (`send` and `recv` are only
 /// accessed in this rank's copy).
 #[inline(always)]
 pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    stream_order(a);
-    let err = error_code(a.error);
-    let at = seq_begin(ctx, a, true);
-    if !failed(ctx, err) {
-        sym_ll_at::<T>(ctx, &at);
-    }
-    seq_end(ctx, &at);
+    sym_mailbox::<T, false, false>(ctx, a)
 }
 
-/// The body of [`sym_ll`], on the sequence number in effect.
+/// The LL one-shot all-reduce with `Sum` alone ([`sym_sum_kernel_runs`]): what [`sym_ll`]
+/// runs for these arguments, in a kernel of its own.
+///
+/// # Safety
+/// As [`sym_ll`].
 #[inline(always)]
-unsafe fn sym_ll_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    let c = SymCtx::of(ctx, a);
-    if !c.runs(SYM_PROTO_LL) {
-        return;
-    }
-    let p = Ll::of(a.seq);
-    if !mailbox::ll_reset(&c) {
-        return;
-    }
-    run_mailbox::<T, Ll>(&c, p);
+pub unsafe fn sym_ll_sum<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    sym_mailbox::<T, false, true>(ctx, a)
 }
 
 /// The Lamport kernels of element type `T` (one-shot and two-shot all-reduce, all-gather,
-/// reduce-scatter): 16 data bytes per line for the float types, 8 for the others.
+/// reduce-scatter; kind and operator are run-time arguments): 16 data bytes per line for
+/// the float types, 8 for the others.
 ///
 /// # Safety
 /// As [`sym_ll`], with a scratch area of the Lamport layout, poisoned once by
 /// [`sym_lamport_init`] before its first use.
 #[inline(always)]
 pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    stream_order(a);
-    let err = error_code(a.error);
-    let at = seq_begin(ctx, a, true);
-    if !failed(ctx, err) {
-        sym_lamport_at::<T>(ctx, &at);
-    }
-    seq_end(ctx, &at);
+    sym_mailbox::<T, true, false>(ctx, a)
 }
 
-/// The body of [`sym_lamport`], on the sequence number in effect.
+/// The Lamport one-shot all-reduce with `Sum` alone ([`sym_sum_kernel_runs`]), in a kernel
+/// of its own.
+///
+/// # Safety
+/// As [`sym_lamport`].
 #[inline(always)]
-unsafe fn sym_lamport_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+pub unsafe fn sym_lamport_sum<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    sym_mailbox::<T, true, true>(ctx, a)
+}
+
+/// An LL (`LAMPORT` false) or Lamport kernel; with `SUM_ONLY`, one that holds the one-shot
+/// all-reduce with `Sum` alone. The common small all-reduce then runs a kernel about a
+/// twelfth of the general one's size, with no run-time dispatch on kind and operator: on an
+/// H100 its graph-replayed op is 0.2-0.3 us shorter on 1 and 2 ranks, and the phase
+/// timeline ([`timeline`]) puts the gain in the argument checks and dispatch and in the
+/// publish phase (`benches/results/2026-12-07-phases-h100.md`).
+///
+/// # Safety
+/// As [`sym_ll`] / [`sym_lamport`].
+#[inline(always)]
+unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &ExecCtx, a: &SymArgs) {
+    let t0 = timeline::now();
+    stream_order(a);
+    let t1 = timeline::now();
+    let (at, failed) = enter(ctx, a, !LAMPORT, LAMPORT);
+    let (gt, me) = (ctx.global_thread() as u64, a.scratch.rank);
+    timeline::record(gt, me, Mark::Entry, t0);
+    timeline::record(gt, me, Mark::Waited, t1);
+    timeline::mark(gt, me, Mark::Entered);
+    if !failed {
+        sym_mailbox_at::<T, LAMPORT, SUM_ONLY>(ctx, &at);
+    }
+    seq_end(ctx, &at);
+    timeline::end(gt, me, at.seq, a.count);
+}
+
+/// The body of [`sym_mailbox`], on the sequence number in effect.
+#[inline(always)]
+unsafe fn sym_mailbox_at<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &ExecCtx, a: &SymArgs) {
     let c = SymCtx::of(ctx, a);
-    if !c.runs(SYM_PROTO_LAMPORT) {
+    if !c.runs(if LAMPORT { SYM_PROTO_LAMPORT } else { SYM_PROTO_LL }) {
         return;
     }
-    if lamport_full::<T>() {
-        run_mailbox::<T, LamportFull<T>>(&c, LamportFull::of(a.seq));
-    } else {
-        run_mailbox::<T, LamportSplit>(&c, LamportSplit::of(a.seq));
+    if SUM_ONLY && !sym_sum_kernel_runs(a.proto, a.kind, a.op) {
+        c.bad_arg(((a.kind as u64) << 32) | a.op as u64);
+        return;
+    }
+    if LAMPORT {
+        if lamport_full::<T>() {
+            run_mailbox::<T, LamportFull<T>, SUM_ONLY>(&c, LamportFull::of(a.seq));
+        } else {
+            run_mailbox::<T, LamportSplit, SUM_ONLY>(&c, LamportSplit::of(a.seq));
+        }
+    } else if mailbox::ll_reset(&c) {
+        run_mailbox::<T, Ll, SUM_ONLY>(&c, Ll::of(a.seq));
     }
 }
 
@@ -244,51 +280,70 @@ fn stream_order(a: &SymArgs) {
     }
 }
 
-/// Whether an error is recorded for this rank (`err`: [`error_code`], loaded before
-/// [`seq_begin`]'s round trip so that the two loads overlap), decided once for the block:
-/// a failed communicator does no more symmetric work (sticky, like NCCL's async error and
-/// the classic kernels' `failed_before`). Its mailboxes may hold lines of the failed op (a
-/// mismatch leaves lines nobody consumed), so running on would misread them.
-#[inline(always)]
-fn failed(ctx: &ExecCtx, err: u32) -> bool {
-    ctx.sync_threads_or(err != 0)
-}
-
-/// The arguments a launch runs with: `a` as given, or, when `a.state` is set, with the
-/// sequence number (and, for LL, the reset decision) taken from the rank's sequence slots
-/// (`crate::prims::epoch`'s protocol, one step per launch), so that a replayed launch runs as
-/// the next op. Pair with [`seq_end`]. Plain functions rather than a closure around the body:
-/// closures are not always inlined into the kernel.
+/// Entry of every symmetric kernel, after [`stream_order`]: the arguments the launch runs
+/// with, and whether an error is recorded for this rank, decided once for the block (a
+/// failed communicator does no more symmetric work: sticky, like NCCL's async error and the
+/// classic kernels' `failed_before`; its mailboxes may hold lines of the failed op, since a
+/// mismatch leaves lines nobody consumed, so running on would misread them).
+///
+/// The arguments are `a` as given, or, when `a.state` is set, with the sequence number (and,
+/// with `ll`, the LL reset decision) taken from the rank's sequence slots
+/// (`crate::prims::epoch`'s protocol, one step per launch), so that a replayed launch runs
+/// as the next op. Pair with [`seq_end`]. Plain functions rather than a closure around the
+/// body: closures are not always inlined into the kernel.
+///
+/// With `fence` (the Lamport kernels), every thread also executes the writer's fence here
+/// (`fence.acq_rel`, at GPU scope under [`crate::abi::SYM_FLAG_ONE_DEVICE`]): after the
+/// previous ops of the stream, before any store of this op (what it orders: the module
+/// doc), in one place for every kind. (It does not overlap the entry loads: the phase
+/// timeline shows it adding its own ~950 cycles after them on an H100, as it did later in
+/// the kernel.)
+///
+/// One round trip and one block barrier for all of it: the error record and the slots are
+/// loaded together, and the or-barrier that agrees on the error is also the barrier of the
+/// slot protocol (every thread's slot load before any thread's store of the next values:
+/// [`epoch::peek_at`]).
 ///
 /// # Safety
-/// `a.state` is 0 or this rank's [`crate::abi::SYM_STATE_BYTES`] of zero-initialised slots,
-/// used by one stream's launches only; called by every thread of the block.
+/// `a.error` is 0 or a valid record; `a.state` is 0 or this rank's
+/// [`crate::abi::SYM_STATE_BYTES`] of zero-initialised slots, used by one stream's launches
+/// only; called by every thread of the block.
 #[inline(always)]
-unsafe fn seq_begin(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> SymArgs {
+unsafe fn enter(ctx: &ExecCtx, a: &SymArgs, ll: bool, fence: bool) -> (SymArgs, bool) {
+    let err = error_code(a.error);
     let mut at = *a;
-    if a.state == 0 {
-        return at;
-    }
-    let slots = a.state as *mut u64;
-    // LL resets follow the device's count; Lamport areas carry no LL tags.
-    at.flags &= !SYM_FLAG_LL_RESET;
-    if ll && a.proto == SYM_PROTO_LL {
-        let gens = slots.wrapping_add(MAX_BLOCKS);
-        let (seq, reset) = epoch::begin_with_generation_at(ctx, slots, gens, sym_ll_generation);
-        at.seq = seq;
-        if reset {
-            at.flags |= SYM_FLAG_LL_RESET;
+    let mut generation = None;
+    if a.state != 0 {
+        let slots = a.state as *mut u64;
+        // LL resets follow the device's count; Lamport areas carry no LL tags.
+        at.flags &= !SYM_FLAG_LL_RESET;
+        if ll && a.proto == SYM_PROTO_LL {
+            let gens = slots.wrapping_add(MAX_BLOCKS);
+            let (seq, old) = epoch::peek_with_generation_at(ctx, slots, gens);
+            let g = sym_ll_generation(seq);
+            at.seq = seq;
+            if old != g {
+                at.flags |= SYM_FLAG_LL_RESET;
+            }
+            generation = Some((gens, g));
+        } else {
+            at.seq = epoch::peek_at(ctx, slots);
         }
-    } else {
-        at.seq = epoch::begin_at(ctx, slots);
     }
-    at
+    if fence {
+        ctx::scoped_fence(a.flags & SYM_FLAG_ONE_DEVICE != 0);
+    }
+    let failed = ctx.sync_threads_or(err != 0);
+    if let Some((gens, g)) = generation {
+        epoch::set_generation_at(ctx, gens, g);
+    }
+    (at, failed)
 }
 
-/// Advance the sequence slots past this launch (after [`seq_begin`]'s arguments ran).
+/// Advance the sequence slots past this launch (after [`enter`]'s arguments ran).
 ///
 /// # Safety
-/// As [`seq_begin`].
+/// As [`enter`].
 #[inline(always)]
 unsafe fn seq_end(ctx: &ExecCtx, at: &SymArgs) {
     if at.state != 0 {
@@ -297,8 +352,11 @@ unsafe fn seq_end(ctx: &ExecCtx, at: &SymArgs) {
 }
 
 #[inline(always)]
-unsafe fn run_mailbox<T: Elem, P: LineProto>(c: &SymCtx, p: P) {
+unsafe fn run_mailbox<T: Elem, P: LineProto, const SUM_ONLY: bool>(c: &SymCtx, p: P) {
     let a = c.a;
+    if SUM_ONLY {
+        return mailbox::reduce_kind::<T, Sum, P>(c, &Sum, &p, false);
+    }
     match a.kind {
         SYM_KIND_ALL_GATHER => mailbox::all_gather::<T, P>(c, &p),
         SYM_KIND_ALL_REDUCE_ONE_SHOT | SYM_KIND_ALL_REDUCE_TWO_SHOT | SYM_KIND_REDUCE_SCATTER => {
@@ -309,7 +367,8 @@ unsafe fn run_mailbox<T: Elem, P: LineProto>(c: &SymCtx, p: P) {
                     if self.0.a.kind == SYM_KIND_ALL_REDUCE_TWO_SHOT {
                         two_shot::all_reduce::<T, O, P>(self.0, &op, self.1)
                     } else {
-                        mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1)
+                        let rs = self.0.a.kind == SYM_KIND_REDUCE_SCATTER;
+                        mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1, rs)
                     }
                 }
             }

@@ -47,7 +47,7 @@
 
 use super::chunk::{self, chunk_lanes};
 use super::line::{put_line, LineProto};
-use super::mailbox::{check_headers_alone, publish_header, rotated, wait_line, wait_line_and_header};
+use super::mailbox::{check_headers_alone, publish_header, rotated, wait_line, wait_line_checked};
 use super::SymCtx;
 use crate::abi::{sym_header_line, sym_two_shot_block_lines, sym_two_shot_lines};
 use crate::ops::elem::{get_lane, set_lane};
@@ -72,7 +72,6 @@ pub unsafe fn all_reduce<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &O
     let gt = c.ctx.global_thread() as u64;
     let nt = c.ctx.global_threads() as u64;
 
-    p.begin(c.gpu_scope);
     let checks = gt == 0 && c.n > 1;
     if checks {
         publish_header(c, p);
@@ -105,12 +104,7 @@ pub unsafe fn all_reduce<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &O
                 p.canon(chunk::load::<T>(P::DATA, send, mine + j, bytes))
             } else {
                 let l = c.line_of(c.me, buf, q, j);
-                let got = if checks && j == gt {
-                    wait_line_and_header(c, p, l, q)
-                } else {
-                    wait_line(c, p, l, q)
-                };
-                match got {
+                match wait_line_checked(c, p, l, q, checks && j == gt) {
                     Some(d) => d,
                     None => return,
                 }
