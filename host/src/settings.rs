@@ -181,9 +181,15 @@ pub fn oneshot_max_bytes() -> u64 {
     get_u64("OXCCL_ONESHOT_MAX_BYTES")
 }
 
-/// `OXCCL_SYM_LL_MAX_BYTES`, rounded up to 8, at least 8.
+/// `OXCCL_SYM_LL_MAX_BYTES` (the default of `Config::sym_ll_max_bytes`).
 pub fn sym_ll_max_bytes() -> usize {
-    (get_u64("OXCCL_SYM_LL_MAX_BYTES") as usize).div_ceil(8).max(1) * 8
+    get_u64("OXCCL_SYM_LL_MAX_BYTES") as usize
+}
+
+/// The symmetric LL and Lamport capacity a setting of `bytes` gives: rounded up to 8, at
+/// least 8.
+pub fn sym_ll_capacity(bytes: usize) -> u64 {
+    (bytes.div_ceil(8).max(1) * 8) as u64
 }
 
 /// Cache policy of the copy collectives' payload stores (`OXCCL_COPY_STORES`).

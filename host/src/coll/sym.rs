@@ -213,7 +213,7 @@ impl Comm {
             return Ok(());
         }
         let n = self.count();
-        let max_bytes = crate::settings::sym_ll_max_bytes() as u64;
+        let max_bytes = self.config().sym_ll_capacity();
         let round = |x: u64| x.div_ceil(4096) * 4096;
         let simple = round(sym_scratch_bytes(
             SYM_KIND_ALL_REDUCE_TWO_SHOT,
@@ -278,7 +278,7 @@ impl Comm {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            .map_or(crate::settings::sym_ll_max_bytes() as u64, |r| r.max_bytes);
+            .map_or(self.config().sym_ll_capacity(), |r| r.max_bytes);
         choose(
             kind,
             payload,

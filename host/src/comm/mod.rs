@@ -76,6 +76,11 @@ pub struct Config {
     /// Symmetric kernels on the GPU: programmatic dependent launch of small grids
     /// (`OXCCL_SYM_PDL`).
     pub sym_pdl: bool,
+    /// Symmetric kernels: bytes per rank one LL or Lamport operation carries
+    /// (`OXCCL_SYM_LL_MAX_BYTES`; used rounded up to 8, at least 8: [`Config::sym_ll_capacity`]).
+    /// Sizes the scratch window made with the communicator's first registered window. Equal
+    /// on every rank.
+    pub sym_ll_max_bytes: usize,
 }
 
 impl Default for Config {
@@ -95,6 +100,7 @@ impl Default for Config {
             sym: crate::settings::sym_choice(),
             sym_ctas: crate::settings::sym_ctas(),
             sym_pdl: crate::settings::sym_pdl(),
+            sym_ll_max_bytes: crate::settings::sym_ll_max_bytes(),
         }
     }
 }
@@ -114,6 +120,11 @@ impl Config {
     /// The LL capacity as used (see [`Config::ll_max_bytes`]).
     pub fn ll_capacity(&self) -> usize {
         crate::settings::ll_capacity(self.ll_max_bytes)
+    }
+
+    /// The symmetric LL and Lamport capacity as used (see [`Config::sym_ll_max_bytes`]).
+    pub fn sym_ll_capacity(&self) -> u64 {
+        crate::settings::sym_ll_capacity(self.sym_ll_max_bytes)
     }
 
     /// The symmetric-kernel policy of [`Config::sym`], [`Config::sym_ctas`] and
@@ -720,6 +731,17 @@ impl Comm {
 #[cfg(test)]
 mod config_tests {
     use super::Config;
+
+    #[test]
+    fn sym_capacity_is_the_setting_rounded_up_to_lines() {
+        let c = |sym_ll_max_bytes| Config {
+            sym_ll_max_bytes,
+            ..Config::default()
+        };
+        assert_eq!(c(0).sym_ll_capacity(), 8);
+        assert_eq!(c(13).sym_ll_capacity(), 16);
+        assert_eq!(c(262144).sym_ll_capacity(), 262144);
+    }
 
     #[test]
     fn block_range_applies_the_cap_and_floor() {

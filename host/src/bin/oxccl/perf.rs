@@ -318,7 +318,7 @@ pub(crate) fn tuner_table(a: &TunerArgs) -> Result<(), String> {
             sym.setting,
             dt,
             a.ranks,
-            oxccl::settings::sym_ll_max_bytes() as u64,
+            cfg.sym_ll_capacity(),
             sym.ctas,
             cap,
             max
