@@ -906,3 +906,69 @@ fn timeout_and_abort_name_the_peer() {
         );
     }
 }
+
+/// The one-shot `Sum` kernels hold that op alone: launched with another kind or operator
+/// (the host never does: `sym_sum_kernel_runs`), they record a mismatch without a peer and
+/// store no output.
+#[test]
+fn sum_kernels_refuse_other_arguments() {
+    use oxccl_device::coll::sym::{sym_lamport_sum, sym_ll_sum};
+    assert!(sym_sum_kernel_runs(
+        SYM_PROTO_LL,
+        SYM_KIND_ALL_REDUCE_ONE_SHOT,
+        RedOp::Sum as u32
+    ));
+    assert!(sym_sum_kernel_runs(
+        SYM_PROTO_LAMPORT,
+        SYM_KIND_ALL_REDUCE_ONE_SHOT,
+        RedOp::Sum as u32
+    ));
+    assert!(!sym_sum_kernel_runs(
+        SYM_PROTO_SIMPLE,
+        SYM_KIND_ALL_REDUCE_ONE_SHOT,
+        RedOp::Sum as u32
+    ));
+    for proto in [SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+        for (kind, op) in [
+            (SYM_KIND_ALL_GATHER, RedOp::Sum),
+            (SYM_KIND_REDUCE_SCATTER, RedOp::Sum),
+            (SYM_KIND_ALL_REDUCE_TWO_SHOT, RedOp::Sum),
+            (SYM_KIND_ALL_REDUCE_ONE_SHOT, RedOp::Max),
+        ] {
+            assert!(!sym_sum_kernel_runs(proto, kind, op as u32));
+            let mut c = Comm::new(1);
+            let o = Op {
+                kind,
+                proto,
+                dtype: DataType::F32,
+                op,
+                count: 4,
+                scalar: 0,
+                send_off: 0,
+                recv_off: 0,
+                blocks: 1,
+            };
+            c.recv.bytes(0, 0, 16).fill(OUT_POISON);
+            let a = c.args(0, &o);
+            let ctx = ExecCtx::host_block(0, 1);
+            // SAFETY: the harness's windows and error record, one rank, one block.
+            unsafe {
+                if proto == SYM_PROTO_LL {
+                    sym_ll_sum::<f32>(&ctx, &a)
+                } else {
+                    sym_lamport_sum::<f32>(&ctx, &a)
+                }
+            }
+            let e = *c.errors[0];
+            assert_eq!(
+                (e.code, e.rank, e.peer),
+                (ERR_MISMATCH, 0, u32::MAX),
+                "proto {proto} kind {kind} {op:?}: {e:?}"
+            );
+            assert!(
+                c.recv.bytes(0, 0, 16).iter().all(|&b| b == OUT_POISON),
+                "proto {proto} kind {kind} {op:?}: output written"
+            );
+        }
+    }
+}
