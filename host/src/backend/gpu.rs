@@ -681,11 +681,11 @@ impl Backend for GpuBackend {
             rank: args.scratch.rank,
             what: format!("data type {}", args.dtype),
         })?;
-        let general = st.sym.get(&(args.proto, dt)).map(|k| k.0);
+        let key = (args.proto, dt);
         let k = if sym_sum_kernel_runs(args.proto, args.kind, args.op) {
-            st.sym_sum.get(&(args.proto, dt)).copied()
+            st.sym_sum.get(&key).copied()
         } else {
-            general
+            st.sym.get(&key).map(|k| k.0)
         }
         .ok_or_else(|| Error::InvalidArgument {
             op: "symmetric collective",
