@@ -177,7 +177,8 @@ fn fingerprint(c: &SymCtx) -> u64 {
 }
 
 /// Global thread 0 only: store this op's header line into slot `(buffer, me)` of every
-/// peer's mailbox (after the op's entry fence, like the data lines: `super::enter`).
+/// peer's mailbox (ordered after the sentinel stores of earlier ops like the data lines:
+/// the memory-ordering section of `super`).
 ///
 /// # Safety
 /// As [`super::sym_ll`].
@@ -341,12 +342,20 @@ pub(super) fn rotated(c: &SymCtx, k: u32) -> u32 {
 }
 
 /// The one-shot all-reduce (`rs` false) and the reduce-scatter (`rs` true) with operator
-/// `O`.
+/// `O`. `loaded`: the all-reduce's chunk `global thread` of this rank's input, already
+/// loaded (raw, before [`LineProto::canon`]), or `None` to load it here.
 ///
 /// # Safety
-/// As [`super::sym_ll`] / [`super::sym_lamport`].
+/// As [`super::sym_ll`] / [`super::sym_lamport`]; `loaded`, if given, holds what
+/// [`chunk::load`] returns for that chunk.
 #[inline(always)]
-pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &O, p: &P, rs: bool) {
+pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(
+    c: &SymCtx,
+    op: &O,
+    p: &P,
+    rs: bool,
+    loaded: Option<[u32; 4]>,
+) {
     let a = c.a;
     let bytes = a.count * core::mem::size_of::<T>() as u64;
     let Some(nlines) = lines_of::<P>(c, bytes) else {
@@ -375,7 +384,11 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(c: &SymCtx, op: &
                 k += 1;
             }
         } else {
-            let d = p.canon(chunk::load::<T>(P::DATA, send, i, bytes));
+            let raw = match loaded {
+                Some(x) if i == gt => x,
+                _ => chunk::load::<T>(P::DATA, send, i, bytes),
+            };
+            let d = p.canon(raw);
             if i == gt {
                 first = d;
             }

@@ -77,7 +77,8 @@
 //! owner of the mailbox, under the same condition the writer used (its chunk exists). That
 //! the phase-two lines are stored only after the writer polled its own mailbox changes
 //! nothing above: they are lines of op `k` in buffer `k % 3` like the first phase's, stored
-//! after the op's `fence` like every store of the op. (`device/tests/lamport_model.rs`
+//! in the kernel of op `k` like every store of the op (the ordering argument below holds
+//! for them unchanged). (`device/tests/lamport_model.rs`
 //! explores one-shot and two-shot ops mixed, sparse ones whose blocks are mostly empty
 //! included.)
 //!
@@ -88,14 +89,24 @@
 //!   NCCL's LL assumes); the formats are chosen so that a half or a word still holding the
 //!   sentinel or an old tag is detected (see [`line`]). On the host the words are stored
 //!   first to last with release and loaded last to first with acquire (`crate::arch::host`).
-//! - Lamport re-poisoning against the next writer: the reader's sentinel store, then (later
-//!   ops, stream order) a `fence.acq_rel.sys` and its lines to the writer; the writer's
-//!   relaxed poll observes those lines, and its own `fence.acq_rel.sys` precedes its next
-//!   stores into the reader's buffer. Fence to fence through morally strong (volatile)
-//!   accesses, so the sentinel is ordered before the writer's data. Every thread of a
-//!   Lamport kernel executes that fence at the kernel's entry ([`enter`]): after
-//!   `griddepcontrol.wait`, hence after everything the earlier ops of its stream did, and
-//!   before any store of the op.
+//! - Lamport re-poisoning against the next writer: no fence in the kernel. Reader `r` stores
+//!   the sentinel into a line of buffer `k % 3` during op `k - 3`; writer `s` stores its data
+//!   for op `k` into that line. `s` does so only after finishing op `k - 1`, in which it polled
+//!   a line `r` stored during op `k - 1` (the dependency every op provides). The chain is:
+//!   `r`'s sentinel store (kernel of op `k - 3`), a kernel boundary of `r`'s stream, `r`'s
+//!   line store (op `k - 1`), `s`'s relaxed poll that observes it (kernel of op `k - 1`), a
+//!   kernel boundary of `s`'s stream, `s`'s data store (op `k`). Both ends of the observation
+//!   lie in kernels other than the stores they order, so the two kernel boundaries are the
+//!   two fences of the fence-to-fence pattern, through morally strong (volatile) accesses,
+//!   and the sentinel is ordered before the data in the line's coherence order. A kernel
+//!   boundary is as strong as that: a grid completes only once its memory operations are
+//!   performed, which is what lets a later kernel on any SM, a copy engine or the host see
+//!   them (CUDA's stream order; `griddepcontrol.wait` gives the same under programmatic
+//!   dependent launch, see below), and a later kernel's stores are not issued before it
+//!   starts. (Until 2026-12-07 every Lamport kernel also executed `fence.acq_rel` at entry
+//!   for this ordering: about 950 cycles, 0.48 us per op on an H100, for nothing the kernel
+//!   boundaries did not already give. The header lines follow the same argument, written
+//!   by global thread 0 and re-poisoned by it.)
 //! - Simple barriers: `fence.acq_rel.sys` + `st.release.sys.u64` arrive, `ld.acquire.sys.u64`
 //!   wait, extended to the block by `bar.sync` (see [`barrier`]).
 //! - Scope: system scope as written above; GPU scope (`fence.acq_rel.gpu`, `.gpu` release and
@@ -125,7 +136,6 @@ pub use ctx::SymCtx;
 
 use crate::abi::{
     sym_ll_generation, sym_sum_kernel_runs, MAX_BLOCKS, SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET,
-    SYM_FLAG_ONE_DEVICE,
 };
 use crate::abi::{
     SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
@@ -148,7 +158,7 @@ use timeline::Mark;
 #[inline(always)]
 pub unsafe fn sym_simple<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
     stream_order(a);
-    let (at, failed) = enter(ctx, a, false, false);
+    let (at, failed) = enter(ctx, a, false);
     if !failed {
         sym_simple_at::<T>(ctx, &at);
     }
@@ -234,21 +244,67 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
     let t0 = timeline::now();
     stream_order(a);
     let t1 = timeline::now();
-    let (at, failed) = enter(ctx, a, !LAMPORT, LAMPORT);
+    let first = if SUM_ONLY {
+        first_chunk::<T, LAMPORT>(ctx, a)
+    } else {
+        None
+    };
+    let (at, failed) = enter(ctx, a, !LAMPORT);
     let (gt, me) = (ctx.global_thread() as u64, a.scratch.rank);
     timeline::record(gt, me, Mark::Entry, t0);
     timeline::record(gt, me, Mark::Waited, t1);
     timeline::mark(gt, me, Mark::Entered);
     if !failed {
-        sym_mailbox_at::<T, LAMPORT, SUM_ONLY>(ctx, &at);
+        sym_mailbox_at::<T, LAMPORT, SUM_ONLY>(ctx, &at, first);
     }
     seq_end(ctx, &at);
     timeline::end(gt, me, at.seq, a.count);
 }
 
-/// The body of [`sym_mailbox`], on the sequence number in effect.
+/// Payload bytes per line of the LL (`LAMPORT` false) or Lamport lines of `T`.
 #[inline(always)]
-unsafe fn sym_mailbox_at<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &ExecCtx, a: &SymArgs) {
+const fn line_data<T: Elem, const LAMPORT: bool>() -> u64 {
+    if !LAMPORT {
+        Ll::DATA
+    } else if lamport_full::<T>() {
+        LamportFull::<T>::DATA
+    } else {
+        LamportSplit::DATA
+    }
+}
+
+/// The Sum kernels' first input load: this thread's first chunk of the one-shot
+/// all-reduce's input (chunk `global thread`, the chunk [`mailbox::reduce_kind`] loads
+/// first), loaded before [`enter`] so that its round trip overlaps the entry's instead of
+/// following it (on an H100 a load that hits L2 takes about 700 cycles right after
+/// `griddepcontrol.wait`). Reading the input needs only stream order, which
+/// [`stream_order`] gave; nothing of the input depends on the sequence number. `None` when
+/// this thread has no chunk, or when the send window is not this rank's own copy (an
+/// argument error, left to the checks after `enter`). Any kind's input holds at least
+/// `count` elements, so the load stays inside this rank's input whatever the kind.
+///
+/// # Safety
+/// As [`sym_ll`].
+#[inline(always)]
+unsafe fn first_chunk<T: Elem, const LAMPORT: bool>(ctx: &ExecCtx, a: &SymArgs) -> Option<[u32; 4]> {
+    let data = line_data::<T, LAMPORT>();
+    let gt = ctx.global_thread() as u64;
+    let bytes = a.count.wrapping_mul(core::mem::size_of::<T>() as u64);
+    if a.send.rank != a.scratch.rank || gt.saturating_mul(data) >= bytes {
+        return None;
+    }
+    let send = ctx::peer_addr(&a.send, a.send.rank, a.send_offset);
+    Some(chunk::load::<T>(data, send, gt, bytes))
+}
+
+/// The body of [`sym_mailbox`], on the sequence number in effect (`first`: the chunk
+/// [`first_chunk`] loaded, if any).
+#[inline(always)]
+unsafe fn sym_mailbox_at<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(
+    ctx: &ExecCtx,
+    a: &SymArgs,
+    first: Option<[u32; 4]>,
+) {
     let c = SymCtx::of(ctx, a);
     if !c.runs(if LAMPORT { SYM_PROTO_LAMPORT } else { SYM_PROTO_LL }) {
         return;
@@ -259,12 +315,12 @@ unsafe fn sym_mailbox_at<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx
     }
     if LAMPORT {
         if lamport_full::<T>() {
-            run_mailbox::<T, LamportFull<T>, SUM_ONLY>(&c, LamportFull::of(a.seq));
+            run_mailbox::<T, LamportFull<T>, SUM_ONLY>(&c, LamportFull::of(a.seq), first);
         } else {
-            run_mailbox::<T, LamportSplit, SUM_ONLY>(&c, LamportSplit::of(a.seq));
+            run_mailbox::<T, LamportSplit, SUM_ONLY>(&c, LamportSplit::of(a.seq), first);
         }
     } else if mailbox::ll_reset(&c) {
-        run_mailbox::<T, Ll, SUM_ONLY>(&c, Ll::of(a.seq));
+        run_mailbox::<T, Ll, SUM_ONLY>(&c, Ll::of(a.seq), first);
     }
 }
 
@@ -292,13 +348,6 @@ fn stream_order(a: &SymArgs) {
 /// as the next op. Pair with [`seq_end`]. Plain functions rather than a closure around the
 /// body: closures are not always inlined into the kernel.
 ///
-/// With `fence` (the Lamport kernels), every thread also executes the writer's fence here
-/// (`fence.acq_rel`, at GPU scope under [`crate::abi::SYM_FLAG_ONE_DEVICE`]): after the
-/// previous ops of the stream, before any store of this op (what it orders: the module
-/// doc), in one place for every kind. (It does not overlap the entry loads: the phase
-/// timeline shows it adding its own ~950 cycles after them on an H100, as it did later in
-/// the kernel.)
-///
 /// One round trip and one block barrier for all of it: the error record and the slots are
 /// loaded together, and the or-barrier that agrees on the error is also the barrier of the
 /// slot protocol (every thread's slot load before any thread's store of the next values:
@@ -309,7 +358,7 @@ fn stream_order(a: &SymArgs) {
 /// [`crate::abi::SYM_STATE_BYTES`] of zero-initialised slots, used by one stream's launches
 /// only; called by every thread of the block.
 #[inline(always)]
-unsafe fn enter(ctx: &ExecCtx, a: &SymArgs, ll: bool, fence: bool) -> (SymArgs, bool) {
+unsafe fn enter(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> (SymArgs, bool) {
     let err = error_code(a.error);
     let mut at = *a;
     let mut generation = None;
@@ -330,9 +379,6 @@ unsafe fn enter(ctx: &ExecCtx, a: &SymArgs, ll: bool, fence: bool) -> (SymArgs, 
             at.seq = epoch::peek_at(ctx, slots);
         }
     }
-    if fence {
-        ctx::scoped_fence(a.flags & SYM_FLAG_ONE_DEVICE != 0);
-    }
     let failed = ctx.sync_threads_or(err != 0);
     if let Some((gens, g)) = generation {
         epoch::set_generation_at(ctx, gens, g);
@@ -352,10 +398,14 @@ unsafe fn seq_end(ctx: &ExecCtx, at: &SymArgs) {
 }
 
 #[inline(always)]
-unsafe fn run_mailbox<T: Elem, P: LineProto, const SUM_ONLY: bool>(c: &SymCtx, p: P) {
+unsafe fn run_mailbox<T: Elem, P: LineProto, const SUM_ONLY: bool>(
+    c: &SymCtx,
+    p: P,
+    first: Option<[u32; 4]>,
+) {
     let a = c.a;
     if SUM_ONLY {
-        return mailbox::reduce_kind::<T, Sum, P>(c, &Sum, &p, false);
+        return mailbox::reduce_kind::<T, Sum, P>(c, &Sum, &p, false, first);
     }
     match a.kind {
         SYM_KIND_ALL_GATHER => mailbox::all_gather::<T, P>(c, &p),
@@ -368,7 +418,7 @@ unsafe fn run_mailbox<T: Elem, P: LineProto, const SUM_ONLY: bool>(c: &SymCtx, p
                         two_shot::all_reduce::<T, O, P>(self.0, &op, self.1)
                     } else {
                         let rs = self.0.a.kind == SYM_KIND_REDUCE_SCATTER;
-                        mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1, rs)
+                        mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1, rs, None)
                     }
                 }
             }

@@ -25,8 +25,7 @@ pub enum Mark {
     Entry = 0,
     /// `griddepcontrol.wait` returned.
     Waited,
-    /// Error record and sequence slot loaded, (Lamport) the writer's fence done, block
-    /// barrier passed (`super::enter`).
+    /// Error record and sequence slot loaded, block barrier passed (`super::enter`).
     Entered,
     /// Arguments checked, kind and operator dispatched: the op's body begins.
     Dispatched,
