@@ -174,6 +174,7 @@ pub fn choose(
         S::Auto => super::sym_table::auto(
             super::sym_table::SymColl::of_kind(kind),
             payload,
+            nranks,
             spans,
             fits,
             two_shot_fits(SYM_PROTO_LL) && two_shot_fits(SYM_PROTO_LAMPORT),

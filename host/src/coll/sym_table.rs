@@ -72,26 +72,30 @@ pub struct KernelRow {
     pub coll: SymColl,
     /// Communicators whose ranks span processes (`true`) or live in one (`false`).
     pub spans: bool,
+    /// Largest rank count the row covers.
+    pub max_ranks: u32,
     /// Largest payload per rank (bytes) the row covers.
     pub up_to: u64,
     pub pick: Pick,
 }
 
 impl KernelRow {
-    const fn new(coll: SymColl, spans: bool, up_to: u64, pick: Pick) -> KernelRow {
+    const fn new(coll: SymColl, spans: bool, max_ranks: u32, up_to: u64, pick: Pick) -> KernelRow {
         KernelRow {
             coll,
             spans,
+            max_ranks,
             up_to,
             pick,
         }
     }
+
+    /// Whether the row covers `payload` bytes per rank of `coll` on `nranks` ranks.
+    pub fn covers(&self, coll: SymColl, payload: u64, nranks: u32, spans: bool) -> bool {
+        self.coll == coll && self.spans == spans && nranks <= self.max_ranks && payload <= self.up_to
+    }
 }
 
-const LL: Pick = Pick::Mailbox {
-    proto: SYM_PROTO_LL,
-    two_shot: false,
-};
 const TWO_SHOT: Pick = Pick::Simple { two_shot: true };
 
 const LAMPORT: Pick = Pick::Mailbox {
@@ -99,23 +103,30 @@ const LAMPORT: Pick = Pick::Mailbox {
     two_shot: false,
 };
 
-/// `auto`, from `scripts/sym-tune.sh` on an H100 (2 and 8 ranks in one process, f32
-/// all-reduce, best CTA count of each kernel; `benches/results/2026-12-06-sym-h100.md`),
+/// `auto`, from `scripts/sym-tune.sh` on an H100 with `RANKS="2 4 8"` (f32 all-reduce in one
+/// process, best CTA count of each kernel; `benches/results/2026-12-07-lamport-h100.md`),
 /// graph-replayed us per op:
 ///
-/// | payload | 2 ranks: LL / Lamport / classic | 8 ranks: LL / Lamport / classic |
-/// | ---: | --- | --- |
-/// | 8 B | **3.11** / 3.35 / 4.88 | **6.51** / 6.92 / 12.12 |
-/// | 512 B | **3.18** / 3.34 / 4.78 | 7.67 / **7.45** / 12.13 |
-/// | 8 KiB | **3.32** / 3.38 / 4.89 | 8.37 / **8.02** / 12.24 |
-/// | 128 KiB | **3.72** / 3.88 / 10.52 | 16.57 / **10.38** / 15.78 |
+/// | payload | 2 ranks: Lamport / LL / classic | 4 ranks: Lamport / LL / classic | 8 ranks: Lamport / LL / classic |
+/// | ---: | --- | --- | --- |
+/// | 8 B | **2.35** / 2.42 / 4.92 | **3.35** / 3.37 / 8.92 | **5.34** / 5.37 / 11.86 |
+/// | 32 B | **2.40** / 2.47 / 4.94 | 3.49 / 3.49 / 8.83 | **5.66** / 5.69 / 11.82 |
+/// | 512 B | 2.19 / 2.19 / 4.85 | 3.28 / **3.24** / 8.53 | 5.56 / **5.42** / 11.88 |
+/// | 8 KiB | **2.24** / 2.45 / 5.16 | **3.51** / 3.59 / 8.71 | 5.99 / **5.94** / 12.33 |
+/// | 128 KiB | **2.45** / 3.19 / 10.82 | **4.15** / 5.09 / 14.78 | **9.30** / 14.24 / 15.45 |
 ///
-/// and, timed plainly, the Simple two-shot against the classic kernels: 2 ranks 256 KiB 10.8
-/// against 13.1 us, 256 MiB 496.6 against 498.9; 8 ranks 256 KiB 40.6 against 42.3, 256 MiB
-/// 1501.5 against 1506.2. So: LL up to 64 bytes, Lamport up to 128 KiB (on 2 ranks 0.1-0.2
-/// us behind LL, on 8 ranks up to 6 us ahead), Simple above. The mailbox two-shots never
-/// won on one GPU (2 ranks 3.6-4.7 us, 8 ranks 7.7-13.1) and are not picked. The rows are
-/// the same across processes (the window kernels reach peers alike; the Simple two-shot
+/// LL and Lamport are within 0.15 us of each other up to 8 KiB; Lamport is ahead on 2 ranks
+/// at every size and far ahead from 32 KiB, so `auto` takes Lamport from the smallest size
+/// (before the Lamport kernels lost their entry fence it was 0.36 us behind LL on 2 ranks,
+/// and LL ran up to 64 bytes). At 256 KiB, graph-replayed, Lamport takes 3.40 us on 2 ranks
+/// against the Simple two-shot's 6.75, but 17.53 against 8.84 on 8 ranks
+/// (`benches/results/2026-12-07-lamport-h100.md`), so the Lamport row reaches 256 KiB (the
+/// default `OXCCL_SYM_LL_MAX_BYTES`) on 2 ranks only. Timed plainly, the Simple two-shot
+/// against the classic kernels: 2 ranks 256 KiB 8.9 against 13.2 us, 256 MiB 499.3 against
+/// 499.0; 4 ranks 256 KiB 16.7 against 18.4, 256 MiB 820.5 against 825.9; 8 ranks 256 KiB
+/// 29.4 against 35.1, 256 MiB 1500.6 against 1509.1. So Simple above. The mailbox two-shots
+/// never won on one GPU (2 ranks 3.0-4.0 us, 8 ranks 6.6-10.9) and are not picked. The rows
+/// are the same across processes (the window kernels reach peers alike; the Simple two-shot
 /// across 2 processes under MPS, 128 MiB f32: 251.7 us against the staged path's 351, H200
 /// earlier: 230 against 357), and the all-gather and reduce-scatter follow the all-reduce's
 /// rows (not measured separately).
@@ -123,6 +134,7 @@ pub const KERNELS: &[KernelRow] = &{
     let mut rows = [KernelRow {
         coll: SymColl::AllReduce,
         spans: false,
+        max_ranks: 0,
         up_to: 0,
         pick: Pick::Classic,
     }; 18];
@@ -133,9 +145,9 @@ pub const KERNELS: &[KernelRow] = &{
         while k < 2 {
             let spans = k == 1;
             let at = 6 * i + 3 * k;
-            rows[at] = KernelRow::new(c, spans, 64, LL);
-            rows[at + 1] = KernelRow::new(c, spans, 128 << 10, LAMPORT);
-            rows[at + 2] = KernelRow::new(c, spans, u64::MAX, TWO_SHOT);
+            rows[at] = KernelRow::new(c, spans, u32::MAX, 128 << 10, LAMPORT);
+            rows[at + 1] = KernelRow::new(c, spans, 2, 256 << 10, LAMPORT);
+            rows[at + 2] = KernelRow::new(c, spans, u32::MAX, u64::MAX, TWO_SHOT);
             k += 1;
         }
         i += 1;
@@ -178,12 +190,19 @@ pub const CTAS: &[CtaRow] = &[
     },
 ];
 
-/// What `auto` runs for `coll` with `payload` bytes per rank (`fits`: the payload fits the
-/// one-shot mailbox slots; `fits_two_shot`: the two-shot's).
-pub fn auto(coll: SymColl, payload: u64, spans: bool, fits: bool, fits_two_shot: bool) -> Option<SymChoice> {
-    let row = KERNELS
-        .iter()
-        .find(|r| r.coll == coll && r.spans == spans && payload <= r.up_to)?;
+/// What `auto` runs for `coll` with `payload` bytes per rank on `nranks` ranks (`fits`: the
+/// payload fits the one-shot mailbox slots; `fits_two_shot`: the two-shot's). The first row
+/// that covers the call decides; a mailbox row the payload does not fit gives the classic
+/// kernels.
+pub fn auto(
+    coll: SymColl,
+    payload: u64,
+    nranks: u32,
+    spans: bool,
+    fits: bool,
+    fits_two_shot: bool,
+) -> Option<SymChoice> {
+    let row = KERNELS.iter().find(|r| r.covers(coll, payload, nranks, spans))?;
     match row.pick {
         Pick::Mailbox { two_shot: false, .. } if !fits => None,
         Pick::Mailbox { two_shot: true, .. } if !fits_two_shot => None,
@@ -286,13 +305,13 @@ mod tests {
     fn every_collective_and_placement_has_a_row_for_every_payload() {
         for c in SymColl::ALL {
             for spans in [false, true] {
-                for p in [0u64, 8, 4096, 4097, 65536, 65537, 1 << 30, u64::MAX] {
-                    assert!(
-                        KERNELS
-                            .iter()
-                            .any(|r| r.coll == c && r.spans == spans && p <= r.up_to),
-                        "{c:?} spans={spans} payload {p}"
-                    );
+                for n in [1, 2, 3, 8, 72] {
+                    for p in [0u64, 8, 4096, 4097, 65536, 65537, 1 << 30, u64::MAX] {
+                        assert!(
+                            KERNELS.iter().any(|r| r.covers(c, p, n, spans)),
+                            "{c:?} spans={spans} ranks {n} payload {p}"
+                        );
+                    }
                 }
             }
         }
@@ -301,27 +320,44 @@ mod tests {
     #[test]
     fn auto_follows_the_measurements() {
         let ar = SymColl::AllReduce;
+        let one_shot = |proto| (SYM_KIND_ALL_REDUCE_ONE_SHOT, proto);
+        let kp = |c: Option<SymChoice>| c.map(|c| (c.kind, c.proto));
+        let simple = Some((SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE));
         for spans in [false, true] {
-            let ll = auto(ar, 64, spans, true, true).unwrap();
-            assert_eq!((ll.kind, ll.proto), (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LL));
-            let lp = auto(ar, 128 << 10, spans, true, true).unwrap();
+            for n in [2, 4, 8] {
+                for p in [8, 64, 4096, 128 << 10] {
+                    assert_eq!(
+                        kp(auto(ar, p, n, spans, true, true)),
+                        Some(one_shot(SYM_PROTO_LAMPORT))
+                    );
+                }
+                assert_eq!(
+                    auto(ar, 4096, n, spans, false, false),
+                    None,
+                    "mailbox rows need the payload to fit"
+                );
+            }
+            // Past 128 KiB, Lamport on 2 ranks up to 256 KiB, Simple on more.
+            let big = (128 << 10) + 1;
             assert_eq!(
-                (lp.kind, lp.proto),
-                (SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LAMPORT)
+                kp(auto(ar, big, 2, spans, true, true)),
+                Some(one_shot(SYM_PROTO_LAMPORT))
             );
             assert_eq!(
-                auto(ar, 4096, spans, false, false),
+                kp(auto(ar, 256 << 10, 1, spans, true, true)),
+                Some(one_shot(SYM_PROTO_LAMPORT))
+            );
+            assert_eq!(kp(auto(ar, big, 3, spans, true, true)), simple);
+            assert_eq!(kp(auto(ar, big, 8, spans, true, true)), simple);
+            assert_eq!(kp(auto(ar, (256 << 10) + 1, 2, spans, true, true)), simple);
+            assert_eq!(
+                auto(ar, 256 << 10, 2, spans, false, true),
                 None,
-                "mailbox rows need the payload to fit"
+                "Lamport row, no fit"
             );
-            let big = auto(ar, (128 << 10) + 1, spans, true, true).unwrap();
-            assert_eq!(
-                (big.kind, big.proto),
-                (SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE)
-            );
-            let ag = auto(SymColl::AllGather, 1 << 20, spans, true, true).unwrap();
+            let ag = auto(SymColl::AllGather, 1 << 20, 2, spans, true, true).unwrap();
             assert_eq!((ag.kind, ag.proto), (SYM_KIND_ALL_GATHER, SYM_PROTO_SIMPLE));
-            let rs = auto(SymColl::ReduceScatter, 100, spans, true, true).unwrap();
+            let rs = auto(SymColl::ReduceScatter, 100, 8, spans, true, true).unwrap();
             assert_eq!((rs.kind, rs.proto), (SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT));
         }
     }
