@@ -372,7 +372,7 @@ impl Comm {
                 .max_sym_blocks_per_rank(self.group.ranks_per_device, choice.proto, dtype);
         let (lo, hi) = self.config().block_range(max);
         let grid = Grid {
-            blocks: super::sym_table::ctas(choice, payload, hi, policy.ctas).max(lo),
+            blocks: super::sym_table::ctas(choice, payload, dtype, hi, policy.ctas).max(lo),
             threads: self.group.backend.block_threads(),
         };
         let mut args = args;

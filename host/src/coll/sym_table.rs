@@ -9,8 +9,8 @@
 //! its `up_to` (inclusive); the first row that matches wins.
 
 use oxccl_device::abi::{
-    SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_KIND_REDUCE_SCATTER,
-    SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+    sym_line_data, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
+    SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
 };
 
 use super::sym::SymChoice;
@@ -115,8 +115,8 @@ const LAMPORT: Pick = Pick::Mailbox {
 /// | 8 KiB | **2.24** / 2.45 / 5.16 | **3.51** / 3.59 / 8.71 | 5.99 / **5.94** / 12.33 |
 /// | 128 KiB | **2.45** / 3.19 / 10.82 | **4.15** / 5.09 / 14.78 | **9.30** / 14.24 / 15.45 |
 ///
-/// LL and Lamport are within 0.15 us of each other up to 8 KiB; Lamport is ahead on 2 ranks
-/// at every size and far ahead from 32 KiB, so `auto` takes Lamport from the smallest size
+/// LL and Lamport are within 0.15 us of each other up to 8 KiB; Lamport is ahead of or
+/// level with LL on 2 ranks at every size and far ahead from 32 KiB, so `auto` takes Lamport from the smallest size
 /// (before the Lamport kernels lost their entry fence it was 0.36 us behind LL on 2 ranks,
 /// and LL ran up to 64 bytes). At 256 KiB, graph-replayed, Lamport takes 3.40 us on 2 ranks
 /// against the Simple two-shot's 6.75, but 17.53 against 8.84 on 8 ranks
@@ -156,37 +156,44 @@ pub const KERNELS: &[KernelRow] = &{
 };
 
 /// One row of the CTA table: kernels of protocol `proto` moving up to `up_to` bytes per rank
-/// run on `ctas` CTAs, or, when `ctas` is 0, on one CTA per `bytes_per_cta` bytes.
+/// run on `ctas` CTAs, or, when `ctas` is 0, on one CTA per `lines_per_cta` mailbox lines
+/// (lines of the protocol's format for the data type: [`sym_line_data`] payload bytes each).
 #[derive(Clone, Copy, Debug)]
 pub struct CtaRow {
     pub proto: u32,
     pub up_to: u64,
     pub ctas: u32,
-    pub bytes_per_cta: u64,
+    pub lines_per_cta: u64,
 }
 
 /// CTA counts (before the occupancy cap, `OXCCL_MAX_BLOCKS` / `NCCL_MAX_CTAS`), from the
-/// same runs: the mailbox kernels want one CTA per 2 KiB of payload (best at 8 KiB: 4-16,
-/// 32 KiB: 16, 128 KiB: 64; up to 2 KiB one CTA on 8 ranks, 4 on 2 ranks by 0.2 us), the
-/// Simple kernels as many as fit (2 ranks, 16 MiB: 40.4 us on 64 CTAs, 98.4 on 16).
+/// same runs (`benches/results/2026-12-07-lamport-tune-h100.log`, f32, graph-replayed): the
+/// mailbox kernels want one CTA per 256 lines, that is per 2 KiB of payload for LL (8 data
+/// bytes a line) and per 4 KiB for Lamport's 16-byte float lines. At 128 KiB, Lamport on 32
+/// CTAs took 2.45 / 4.15 / 9.30 us on 2 / 4 / 8 ranks against 3.26 / 4.78 / 9.65 on 64 (the
+/// former one CTA per 2 KiB), and at 8 and 32 KiB the new counts (2 and 8) are best or
+/// within 0.06 us. LL at 128 KiB takes 3.19 us on 32 CTAs and 3.41 on 64 on 2 ranks, and
+/// is best on 64 on 4 and 8 ranks (5.09, 14.24); at 32 KiB it wants its 16 (8: 0.65 us
+/// slower on 2 ranks). Up to 2 KiB one CTA is best or within 0.02 us everywhere. The Simple kernels take as many as fit
+/// (2 ranks, 16 MiB: 40.4 us on 64 CTAs, 98.4 on 16).
 pub const CTAS: &[CtaRow] = &[
     CtaRow {
         proto: SYM_PROTO_LL,
         up_to: u64::MAX,
         ctas: 0,
-        bytes_per_cta: 2 << 10,
+        lines_per_cta: 256,
     },
     CtaRow {
         proto: SYM_PROTO_LAMPORT,
         up_to: u64::MAX,
         ctas: 0,
-        bytes_per_cta: 2 << 10,
+        lines_per_cta: 256,
     },
     CtaRow {
         proto: SYM_PROTO_SIMPLE,
         up_to: u64::MAX,
         ctas: oxccl_device::abi::MAX_BLOCKS as u32,
-        bytes_per_cta: 0,
+        lines_per_cta: 0,
     },
 ];
 
@@ -234,9 +241,10 @@ pub fn choice_of(coll: SymColl, pick: Pick) -> Option<SymChoice> {
     }
 }
 
-/// CTAs for `choice` moving `payload` bytes per rank: `forced` (`OXCCL_SYM_CTAS`, 0 = the
-/// table) or the table's, at least 1 and at most `max` (the occupancy and setting cap).
-pub fn ctas(choice: SymChoice, payload: u64, max: u32, forced: u32) -> u32 {
+/// CTAs for `choice` moving `payload` bytes per rank of `dtype`: `forced` (`OXCCL_SYM_CTAS`,
+/// 0 = the table) or the table's, at least 1 and at most `max` (the occupancy and setting
+/// cap).
+pub fn ctas(choice: SymChoice, payload: u64, dtype: DataType, max: u32, forced: u32) -> u32 {
     let want = if forced > 0 {
         forced
     } else {
@@ -246,7 +254,8 @@ pub fn ctas(choice: SymChoice, payload: u64, max: u32, forced: u32) -> u32 {
                 if r.ctas > 0 {
                     r.ctas
                 } else {
-                    payload.div_ceil(r.bytes_per_cta.max(1)).min(u32::MAX as u64) as u32
+                    let lines = payload.div_ceil(sym_line_data(choice.proto, dtype));
+                    lines.div_ceil(r.lines_per_cta.max(1)).min(u32::MAX as u64) as u32
                 }
             })
     };
@@ -286,7 +295,7 @@ pub fn print_table(
             for c in SymColl::ALL {
                 let cell = match super::sym::choose(c.kind(), b, dtype, nranks, ll_max, setting, spans) {
                     None => "classic".to_string(),
-                    Some(ch) => format!("{} x{}", ch.name(), ctas(ch, b, cap, forced)),
+                    Some(ch) => format!("{} x{}", ch.name(), ctas(ch, b, dtype, cap, forced)),
                 };
                 let _ = write!(s, " {cell:>30}");
             }
@@ -368,17 +377,28 @@ mod tests {
             kind: SYM_KIND_ALL_REDUCE_ONE_SHOT,
             proto: SYM_PROTO_LL,
         };
-        assert_eq!(ctas(ll, 8, 64, 0), 1);
-        assert_eq!(ctas(ll, 32 << 10, 64, 0), 16);
-        assert_eq!(ctas(ll, 128 << 10, 64, 0), 64);
-        assert_eq!(ctas(ll, 64 << 20, 33, 0), 33, "capped");
-        assert_eq!(ctas(ll, 8, 64, 16), 16, "forced");
-        assert_eq!(ctas(ll, 8, 8, 16), 8, "forced, still capped");
-        assert_eq!(ctas(ll, 0, 0, 0), 1);
+        let f32 = DataType::F32;
+        assert_eq!(ctas(ll, 8, f32, 64, 0), 1);
+        assert_eq!(ctas(ll, 32 << 10, f32, 64, 0), 16);
+        assert_eq!(ctas(ll, 128 << 10, f32, 64, 0), 64);
+        assert_eq!(ctas(ll, 64 << 20, f32, 33, 0), 33, "capped");
+        assert_eq!(ctas(ll, 8, f32, 64, 16), 16, "forced");
+        assert_eq!(ctas(ll, 8, f32, 8, 16), 8, "forced, still capped");
+        assert_eq!(ctas(ll, 0, f32, 0, 0), 1);
+        // Lamport: one CTA per 256 lines, 4 KiB of float payload, 2 KiB of integer payload.
+        let lamport = SymChoice {
+            kind: SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            proto: SYM_PROTO_LAMPORT,
+        };
+        assert_eq!(ctas(lamport, 2 << 10, f32, 64, 0), 1);
+        assert_eq!(ctas(lamport, 8 << 10, DataType::Bf16, 64, 0), 2);
+        assert_eq!(ctas(lamport, 128 << 10, f32, 64, 0), 32);
+        assert_eq!(ctas(lamport, 128 << 10, DataType::I32, 64, 0), 64);
+        assert_eq!(ctas(lamport, 256 << 10, f32, 64, 0), 64);
         let simple = SymChoice {
             kind: SYM_KIND_ALL_REDUCE_TWO_SHOT,
             proto: SYM_PROTO_SIMPLE,
         };
-        assert_eq!(ctas(simple, 1 << 20, 33, 0), 33, "as many as fit");
+        assert_eq!(ctas(simple, 1 << 20, f32, 33, 0), 33, "as many as fit");
     }
 }
