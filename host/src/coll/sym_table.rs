@@ -116,12 +116,22 @@ const LAMPORT: Pick = Pick::Mailbox {
 /// | 128 KiB | **2.45** / 3.19 / 10.82 | **4.15** / 5.09 / 14.78 | **9.30** / 14.24 / 15.45 |
 ///
 /// LL and Lamport are within 0.15 us of each other up to 8 KiB; Lamport is ahead of or
-/// level with LL on 2 ranks at every size and far ahead from 32 KiB, so `auto` takes Lamport from the smallest size
-/// (before the Lamport kernels lost their entry fence it was 0.36 us behind LL on 2 ranks,
-/// and LL ran up to 64 bytes). At 256 KiB, graph-replayed, Lamport takes 3.40 us on 2 ranks
-/// against the Simple two-shot's 6.75, but 17.53 against 8.84 on 8 ranks
-/// (`benches/results/2026-12-07-lamport-h100.md`), so the Lamport row reaches 256 KiB (the
-/// default `OXCCL_SYM_LL_MAX_BYTES`) on 2 ranks only. Timed plainly, the Simple two-shot
+/// level with LL on 2 ranks at every size and far ahead from 32 KiB, so `auto` takes Lamport
+/// from the smallest size (before the Lamport kernels lost their entry fence it was 0.36 us
+/// behind LL on 2 ranks, and LL ran up to 64 bytes).
+///
+/// Where Lamport gives way to the Simple two-shot, graph-replayed on the committed build
+/// (`benches/results/2026-12-07-lamport-h100.md`, call 3), us per op, Lamport / Simple:
+///
+/// | payload | 2 ranks | 3 ranks | 4 ranks | 8 ranks |
+/// | ---: | --- | --- | --- | --- |
+/// | 64 KiB | **2.38** / 6.49 | **3.09** / 6.98 | **3.71** / 7.29 | **6.86** / 8.66 |
+/// | 128 KiB | **2.45** / 6.61 | **3.37** / 7.05 | **4.13** / 7.39 | 9.50 / **8.76** |
+/// | 256 KiB | **3.38** / 6.70 | **4.18** / 7.16 | **5.29** / 7.50 | 17.46 / **8.88** |
+///
+/// So Lamport up to 256 KiB (the default `OXCCL_SYM_LL_MAX_BYTES`) on up to 4 ranks, and up
+/// to 64 KiB from 8 ranks. 5 to 7 ranks were not measured; they keep the 128 KiB of the
+/// earlier table, between the two. Timed plainly, the Simple two-shot
 /// against the classic kernels: 2 ranks 256 KiB 8.9 against 13.2 us, 256 MiB 499.3 against
 /// 499.0; 4 ranks 256 KiB 16.7 against 18.4, 256 MiB 820.5 against 825.9; 8 ranks 256 KiB
 /// 29.4 against 35.1, 256 MiB 1500.6 against 1509.1. So Simple above. The mailbox two-shots
@@ -137,17 +147,18 @@ pub const KERNELS: &[KernelRow] = &{
         max_ranks: 0,
         up_to: 0,
         pick: Pick::Classic,
-    }; 18];
+    }; 24];
     let mut i = 0;
     while i < 3 {
         let c = SymColl::ALL[i];
         let mut k = 0;
         while k < 2 {
             let spans = k == 1;
-            let at = 6 * i + 3 * k;
-            rows[at] = KernelRow::new(c, spans, u32::MAX, 128 << 10, LAMPORT);
-            rows[at + 1] = KernelRow::new(c, spans, 2, 256 << 10, LAMPORT);
-            rows[at + 2] = KernelRow::new(c, spans, u32::MAX, u64::MAX, TWO_SHOT);
+            let at = 8 * i + 4 * k;
+            rows[at] = KernelRow::new(c, spans, u32::MAX, 64 << 10, LAMPORT);
+            rows[at + 1] = KernelRow::new(c, spans, 4, 256 << 10, LAMPORT);
+            rows[at + 2] = KernelRow::new(c, spans, 7, 128 << 10, LAMPORT);
+            rows[at + 3] = KernelRow::new(c, spans, u32::MAX, u64::MAX, TWO_SHOT);
             k += 1;
         }
         i += 1;
@@ -334,7 +345,7 @@ mod tests {
         let simple = Some((SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_SIMPLE));
         for spans in [false, true] {
             for n in [2, 4, 8] {
-                for p in [8, 64, 4096, 128 << 10] {
+                for p in [8, 64, 4096, 64 << 10] {
                     assert_eq!(
                         kp(auto(ar, p, n, spans, true, true)),
                         Some(one_shot(SYM_PROTO_LAMPORT))
@@ -346,21 +357,34 @@ mod tests {
                     "mailbox rows need the payload to fit"
                 );
             }
-            // Past 128 KiB, Lamport on 2 ranks up to 256 KiB, Simple on more.
-            let big = (128 << 10) + 1;
+            // Past 64 KiB: Lamport up to 256 KiB on up to 4 ranks, up to 128 KiB on 5-7,
+            // Simple from 8.
+            let kib = |k: u64| k << 10;
+            for n in [1, 2, 3, 4] {
+                for p in [kib(64) + 1, kib(256)] {
+                    assert_eq!(
+                        kp(auto(ar, p, n, spans, true, true)),
+                        Some(one_shot(SYM_PROTO_LAMPORT))
+                    );
+                }
+                assert_eq!(kp(auto(ar, kib(256) + 1, n, spans, true, true)), simple);
+            }
+            for n in [5, 7] {
+                assert_eq!(
+                    kp(auto(ar, kib(128), n, spans, true, true)),
+                    Some(one_shot(SYM_PROTO_LAMPORT))
+                );
+                assert_eq!(kp(auto(ar, kib(128) + 1, n, spans, true, true)), simple);
+            }
+            for n in [8, 72] {
+                assert_eq!(
+                    kp(auto(ar, kib(64), n, spans, true, true)),
+                    Some(one_shot(SYM_PROTO_LAMPORT))
+                );
+                assert_eq!(kp(auto(ar, kib(64) + 1, n, spans, true, true)), simple);
+            }
             assert_eq!(
-                kp(auto(ar, big, 2, spans, true, true)),
-                Some(one_shot(SYM_PROTO_LAMPORT))
-            );
-            assert_eq!(
-                kp(auto(ar, 256 << 10, 1, spans, true, true)),
-                Some(one_shot(SYM_PROTO_LAMPORT))
-            );
-            assert_eq!(kp(auto(ar, big, 3, spans, true, true)), simple);
-            assert_eq!(kp(auto(ar, big, 8, spans, true, true)), simple);
-            assert_eq!(kp(auto(ar, (256 << 10) + 1, 2, spans, true, true)), simple);
-            assert_eq!(
-                auto(ar, 256 << 10, 2, spans, false, true),
+                auto(ar, kib(256), 2, spans, false, true),
                 None,
                 "Lamport row, no fit"
             );
