@@ -135,7 +135,7 @@ pub mod two_shot;
 pub use ctx::SymCtx;
 
 use crate::abi::{
-    sym_ll_generation, sym_sum_kernel_runs, MAX_BLOCKS, SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET,
+    sym_line_data, sym_ll_generation, sym_sum_kernel_runs, MAX_BLOCKS, SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET,
 };
 use crate::abi::{
     SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
@@ -261,18 +261,6 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
     timeline::end(gt, me, at.seq, a.count);
 }
 
-/// Payload bytes per line of the LL (`LAMPORT` false) or Lamport lines of `T`.
-#[inline(always)]
-const fn line_data<T: Elem, const LAMPORT: bool>() -> u64 {
-    if !LAMPORT {
-        Ll::DATA
-    } else if lamport_full::<T>() {
-        LamportFull::<T>::DATA
-    } else {
-        LamportSplit::DATA
-    }
-}
-
 /// The Sum kernels' first input load: this thread's first chunk of the one-shot
 /// all-reduce's input (chunk `global thread`, the chunk [`mailbox::reduce_kind`] loads
 /// first), loaded before [`enter`] so that its round trip overlaps the entry's instead of
@@ -287,7 +275,7 @@ const fn line_data<T: Elem, const LAMPORT: bool>() -> u64 {
 /// As [`sym_ll`].
 #[inline(always)]
 unsafe fn first_chunk<T: Elem, const LAMPORT: bool>(ctx: &ExecCtx, a: &SymArgs) -> Option<[u32; 4]> {
-    let data = line_data::<T, LAMPORT>();
+    let data = sym_line_data(if LAMPORT { SYM_PROTO_LAMPORT } else { SYM_PROTO_LL }, T::DTYPE);
     let gt = ctx.global_thread() as u64;
     let bytes = a.count.wrapping_mul(core::mem::size_of::<T>() as u64);
     if a.send.rank != a.scratch.rank || gt.saturating_mul(data) >= bytes {

@@ -1,8 +1,9 @@
 //! Phase timestamps of the Lamport and LL kernels, for latency work only (issue 4's
 //! small-message latency; the phases inside the op are marked in the one-shot all-reduce and
-//! the reduce-scatter, other kinds print the entry and end phases only): compiled in when the device crate is built with the environment
-//! variable `OXCCL_SYM_TIMELINE` set (`OXCCL_SYM_TIMELINE=1 cargo run -p oxccl-builder`),
-//! absent from every other build ([`ON`] is a constant, so the marks fold away).
+//! the reduce-scatter, other kinds print the entry and end phases only). Compiled in when
+//! the device crate is built with the environment variable `OXCCL_SYM_TIMELINE` set
+//! (`OXCCL_SYM_TIMELINE=1 cargo run -p oxccl-builder`), absent from every other build
+//! ([`ON`] is a constant, so the marks fold away).
 //!
 //! Global thread 0 of each rank reads `%clock64` at the kernel's entry and after each phase
 //! ([`Mark`]) and keeps the values in a table in the module's global memory, one row per
