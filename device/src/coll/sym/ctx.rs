@@ -21,6 +21,14 @@ pub struct SymCtx<'a> {
     pub waiter: Waiter,
     /// [`SYM_FLAG_ONE_DEVICE`]: every peer runs on this device, GPU scope suffices.
     pub gpu_scope: bool,
+    /// The address of the mailbox lines in rank 0's copy of the scratch (wrapping: the
+    /// window layout's arithmetic, `local - rank * stride`), and the byte strides of a
+    /// mailbox buffer and of a slot: [`Self::line_of`] is one multiply-add per term from
+    /// these, and none of them depends on the op's sequence number, so a kernel can derive
+    /// them while its entry loads are in flight (`super::enter_load`).
+    lines: u64,
+    buffer_bytes: u64,
+    slot_bytes: u64,
 }
 
 /// `fence.acq_rel.gpu` when every peer runs on this device, else `fence.acq_rel.sys`.
@@ -45,16 +53,21 @@ impl<'a> SymCtx<'a> {
     /// The context of `a`, unchecked.
     #[inline(always)]
     pub fn of(ctx: &'a ExecCtx, a: &'a SymArgs) -> Self {
+        let (me, n) = (a.scratch.rank, a.scratch.nranks);
+        let slot_bytes = (a.slot_lines as u64).wrapping_mul(SYM_LINE_BYTES);
         SymCtx {
             ctx,
             a,
-            me: a.scratch.rank,
-            n: a.scratch.nranks,
+            me,
+            n,
             waiter: Waiter {
                 abort_flag: a.abort_flag,
                 timeout_ns: a.timeout_ns,
             },
             gpu_scope: a.flags & SYM_FLAG_ONE_DEVICE != 0,
+            lines: peer_addr(&a.scratch, 0, a.scratch_offset.wrapping_add(sym_lines_offset(n))),
+            buffer_bytes: slot_bytes.wrapping_mul(n as u64),
+            slot_bytes,
         }
     }
 
@@ -71,20 +84,32 @@ impl<'a> SymCtx<'a> {
     /// `a.error` must be a valid record or 0.
     #[inline(always)]
     pub unsafe fn runs(&self, proto: u32) -> bool {
+        match self.fault(proto) {
+            Some(detail) => {
+                self.bad_arg(detail);
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// What [`Self::runs`] reports, without reporting it: `Some(detail)` when the `proto`
+    /// family cannot run these arguments. No memory access and no branch on the sequence
+    /// number, so a kernel can decide it while its entry loads are in flight.
+    #[inline(always)]
+    pub fn fault(&self, proto: u32) -> Option<u64> {
         let a = self.a;
         if a.kind > SYM_KIND_REDUCE_SCATTER || a.proto != proto {
-            self.bad_arg(((a.kind as u64) << 32) | a.proto as u64);
-            return false;
+            return Some(((a.kind as u64) << 32) | a.proto as u64);
         }
         if self.n == 0
             || self.n as usize > MAX_LOCAL_RANKS
             || self.me >= self.n
             || self.ctx.block as usize >= MAX_BLOCKS
         {
-            self.bad_arg(self.n as u64);
-            return false;
+            return Some(self.n as u64);
         }
-        true
+        None
     }
 
     /// Report an argument the host should have rejected, as a mismatch without a peer.
@@ -134,10 +159,16 @@ impl<'a> SymCtx<'a> {
     }
 
     /// Line `i` of slot `(buffer, src)` of the mailbox in rank `q`'s copy.
+    ///
+    /// That is `area_of(q, sym_lines_offset(n) + ((buffer * n + src) * slot_lines + i) *
+    /// SYM_LINE_BYTES)`, regrouped (wrapping arithmetic, so the same address) into terms
+    /// of which only `buffer` depends on the sequence number.
     #[inline(always)]
     pub fn line_of(&self, q: u32, buffer: u64, src: u32, i: u64) -> *mut [u32; 4] {
-        let slot = buffer * self.n as u64 + src as u64;
-        let line = slot * self.a.slot_lines as u64 + i;
-        self.area_of(q, sym_lines_offset(self.n) + line * SYM_LINE_BYTES) as *mut [u32; 4]
+        self.lines
+            .wrapping_add((q as u64).wrapping_mul(self.a.scratch.stride))
+            .wrapping_add(buffer.wrapping_mul(self.buffer_bytes))
+            .wrapping_add((src as u64).wrapping_mul(self.slot_bytes))
+            .wrapping_add(i.wrapping_mul(SYM_LINE_BYTES)) as *mut [u32; 4]
     }
 }

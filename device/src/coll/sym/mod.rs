@@ -249,16 +249,31 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
     } else {
         None
     };
-    let (at, failed) = enter(ctx, a, !LAMPORT);
+    let proto = if LAMPORT { SYM_PROTO_LAMPORT } else { SYM_PROTO_LL };
+    let e = enter_load(ctx, a, !LAMPORT);
+    // Everything the body derives from the arguments alone, and their checks, while the
+    // entry loads are in flight: the barrier that follows waits for the error record, and
+    // whatever the source places after it waits with it.
+    let c = SymCtx::of(ctx, &e.at);
+    let fault = match c.fault(proto) {
+        None if SUM_ONLY && !sym_sum_kernel_runs(a.proto, a.kind, a.op) => {
+            Some(((a.kind as u64) << 32) | a.op as u64)
+        }
+        f => f,
+    };
+    let failed = enter_sync(ctx, &e, fault.is_some());
     let (gt, me) = (ctx.global_thread() as u64, a.scratch.rank);
     timeline::record(gt, me, Mark::Entry, t0);
     timeline::record(gt, me, Mark::Waited, t1);
     timeline::mark(gt, me, Mark::Entered);
     if !failed {
-        sym_mailbox_at::<T, LAMPORT, SUM_ONLY>(ctx, &at, first);
+        sym_mailbox_at::<T, LAMPORT, SUM_ONLY>(&c, first);
+    } else if let (Some(detail), 0) = (fault, e.err) {
+        // Arguments the host should have rejected (and no earlier error to keep).
+        c.bad_arg(detail);
     }
-    seq_end(ctx, &at);
-    timeline::end(gt, me, at.seq, a.count);
+    seq_end(ctx, &e.at);
+    timeline::end(gt, me, e.at.seq, a.count);
 }
 
 /// The Sum kernels' first input load: this thread's first chunk of the one-shot
@@ -285,30 +300,22 @@ unsafe fn first_chunk<T: Elem, const LAMPORT: bool>(ctx: &ExecCtx, a: &SymArgs) 
     Some(chunk::load::<T>(data, send, gt, bytes))
 }
 
-/// The body of [`sym_mailbox`], on the sequence number in effect (`first`: the chunk
-/// [`first_chunk`] loaded, if any).
+/// The body of [`sym_mailbox`], on the sequence number in effect, its arguments checked
+/// ([`SymCtx::fault`]; `first`: the chunk [`first_chunk`] loaded, if any).
 #[inline(always)]
 unsafe fn sym_mailbox_at<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(
-    ctx: &ExecCtx,
-    a: &SymArgs,
+    c: &SymCtx,
     first: Option<[u32; 4]>,
 ) {
-    let c = SymCtx::of(ctx, a);
-    if !c.runs(if LAMPORT { SYM_PROTO_LAMPORT } else { SYM_PROTO_LL }) {
-        return;
-    }
-    if SUM_ONLY && !sym_sum_kernel_runs(a.proto, a.kind, a.op) {
-        c.bad_arg(((a.kind as u64) << 32) | a.op as u64);
-        return;
-    }
+    let seq = c.a.seq;
     if LAMPORT {
         if lamport_full::<T>() {
-            run_mailbox::<T, LamportFull<T>, SUM_ONLY>(&c, LamportFull::of(a.seq), first);
+            run_mailbox::<T, LamportFull<T>, SUM_ONLY>(c, LamportFull::of(seq), first);
         } else {
-            run_mailbox::<T, LamportSplit, SUM_ONLY>(&c, LamportSplit::of(a.seq), first);
+            run_mailbox::<T, LamportSplit, SUM_ONLY>(c, LamportSplit::of(seq), first);
         }
-    } else if mailbox::ll_reset(&c) {
-        run_mailbox::<T, Ll, SUM_ONLY>(&c, Ll::of(a.seq), first);
+    } else if mailbox::ll_reset(c) {
+        run_mailbox::<T, Ll, SUM_ONLY>(c, Ll::of(seq), first);
     }
 }
 
@@ -330,23 +337,41 @@ fn stream_order(a: &SymArgs) {
 /// classic kernels' `failed_before`; its mailboxes may hold lines of the failed op, since a
 /// mismatch leaves lines nobody consumed, so running on would misread them).
 ///
-/// The arguments are `a` as given, or, when `a.state` is set, with the sequence number (and,
-/// with `ll`, the LL reset decision) taken from the rank's sequence slots
-/// (`crate::prims::epoch`'s protocol, one step per launch), so that a replayed launch runs
-/// as the next op. Pair with [`seq_end`]. Plain functions rather than a closure around the
-/// body: closures are not always inlined into the kernel.
+/// [`enter_load`] then [`enter_sync`]; between the two a kernel may derive what it needs
+/// from its arguments, so that this work overlaps the loads' round trip. Pair with
+/// [`seq_end`]. Plain functions rather than a closure around the body: closures are not
+/// always inlined into the kernel.
 ///
-/// One round trip and one block barrier for all of it: the error record and the slots are
-/// loaded together, and the or-barrier that agrees on the error is also the barrier of the
-/// slot protocol (every thread's slot load before any thread's store of the next values:
-/// [`epoch::peek_at`]).
+/// # Safety
+/// As [`enter_load`].
+#[inline(always)]
+unsafe fn enter(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> (SymArgs, bool) {
+    let e = enter_load(ctx, a, ll);
+    let failed = enter_sync(ctx, &e, false);
+    (e.at, failed)
+}
+
+/// What [`enter_load`] loaded: the arguments the launch runs with, and this thread's load
+/// of the error record's code word.
+struct Entry {
+    at: SymArgs,
+    err: u32,
+    /// LL launches with sequence slots: where to record the tag generation, and its value.
+    generation: Option<(*mut u64, u64)>,
+}
+
+/// The loads of [`enter`], one round trip for all of them: the error record, and, when
+/// `a.state` is set, the sequence number (and, with `ll`, the LL reset decision) from the
+/// rank's sequence slots (`crate::prims::epoch`'s protocol, one step per launch), so that a
+/// replayed launch runs as the next op. Nothing here waits for a value: the loads' results
+/// are first tested by [`enter_sync`] (the error) and by the body (the sequence number).
 ///
 /// # Safety
 /// `a.error` is 0 or a valid record; `a.state` is 0 or this rank's
 /// [`crate::abi::SYM_STATE_BYTES`] of zero-initialised slots, used by one stream's launches
-/// only; called by every thread of the block.
+/// only; called by every thread of the block, followed by [`enter_sync`].
 #[inline(always)]
-unsafe fn enter(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> (SymArgs, bool) {
+unsafe fn enter_load(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> Entry {
     let err = error_code(a.error);
     let mut at = *a;
     let mut generation = None;
@@ -367,11 +392,23 @@ unsafe fn enter(ctx: &ExecCtx, a: &SymArgs, ll: bool) -> (SymArgs, bool) {
             at.seq = epoch::peek_at(ctx, slots);
         }
     }
-    let failed = ctx.sync_threads_or(err != 0);
-    if let Some((gens, g)) = generation {
+    Entry { at, err, generation }
+}
+
+/// The block barrier of [`enter`]: whether any thread of the block saw an error recorded,
+/// or has `fault` (arguments it cannot run, decided from the arguments alone). The one
+/// or-barrier is also the barrier of the slot protocol (every thread's slot load before
+/// any thread's store of the next values: [`epoch::peek_at`]).
+///
+/// # Safety
+/// As [`enter_load`], with what it returned.
+#[inline(always)]
+unsafe fn enter_sync(ctx: &ExecCtx, e: &Entry, fault: bool) -> bool {
+    let failed = ctx.sync_threads_or(e.err != 0 || fault);
+    if let Some((gens, g)) = e.generation {
         epoch::set_generation_at(ctx, gens, g);
     }
-    (at, failed)
+    failed
 }
 
 /// Advance the sequence slots past this launch (after [`enter`]'s arguments ran).
