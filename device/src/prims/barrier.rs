@@ -141,9 +141,13 @@ pub unsafe fn wait_payload(ctx: &ExecCtx, comm: &CommArgs, epoch: u64) -> bool {
 /// which only this rank uses; its peers use the published staging buffers). Only this
 /// rank reads its own inbox, so the rewrite is private to the call.
 ///
+/// Always inlined: it sits on the entry path of every classic kernel, where a call would
+/// add an ABI round of parameter passing (LLVM's own choice flipped to a call once the wait
+/// checks moved into [`crate::prims::wait::Waiter::check`]).
+///
 /// # Safety
 /// As [`wait_payload`].
-#[inline]
+#[inline(always)]
 pub unsafe fn wait_payload_local(
     ctx: &ExecCtx,
     comm: &CommArgs,

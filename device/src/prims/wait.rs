@@ -137,20 +137,55 @@ impl Waiter {
             arch::spin_backoff(total);
             if spins >= arch::SPINS_PER_CHECK || cfg!(not(target_arch = "nvptx64")) {
                 spins = 0;
-                self.check_abort()?;
                 // SAFETY: caller contract: `rec` is a valid record or 0.
-                if unsafe { error_recorded(rec) } {
-                    return Ok(None);
-                }
-                let now = arch::globaltimer();
-                if start == 0 {
-                    start = now;
-                } else if self.timeout_ns != 0 && now.wrapping_sub(start) > self.timeout_ns {
-                    return Err(WaitError::Timeout { last: v });
+                match unsafe { self.check(rec, start, v) } {
+                    Checked::Go { start: s } => start = s,
+                    Checked::Recorded => return Ok(None),
+                    Checked::Failed(e) => return Err(e),
                 }
             }
         }
     }
+
+    /// The checks a wait makes every [`arch::SPINS_PER_CHECK`] spins (every spin on the host):
+    /// the abort flag, the error record `rec` (0: none watched), and the deadline, counted
+    /// from `start` (0: this is the first check, which starts it). `last`: the value the wait
+    /// saw last, for the timeout's report. Shared by [`Self::wait_geq_with`] and the mailbox
+    /// line polls (`crate::coll::sym::mailbox`).
+    ///
+    /// # Safety
+    /// `rec` is a valid, aligned `ErrorRecord` address or 0.
+    #[inline(always)]
+    pub unsafe fn check(&self, rec: u64, start: u64, last: u64) -> Checked {
+        if let Err(e) = self.check_abort() {
+            return Checked::Failed(e);
+        }
+        // SAFETY: caller contract.
+        if unsafe { error_recorded(rec) } {
+            return Checked::Recorded;
+        }
+        // Never 0, so that 0 keeps meaning "not started".
+        let now = arch::globaltimer() | 1;
+        if start == 0 {
+            Checked::Go { start: now }
+        } else if self.timeout_ns != 0 && now.wrapping_sub(start) > self.timeout_ns {
+            Checked::Failed(WaitError::Timeout { last })
+        } else {
+            Checked::Go { start }
+        }
+    }
+}
+
+/// What [`Waiter::check`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// Keep waiting; the deadline counts from `start`.
+    Go { start: u64 },
+    /// An error is recorded for this rank (by another thread, say): what the wait waits
+    /// for may never come.
+    Recorded,
+    /// Aborted, or past the deadline.
+    Failed(WaitError),
 }
 
 /// Record the first error of this rank (first writer wins; later ones are dropped).

@@ -40,7 +40,7 @@ use crate::abi::{
 use crate::arch;
 use crate::ops::elem::{get_lane, set_lane};
 use crate::ops::{Elem, Reduce};
-use crate::prims::wait::{error_recorded, report_error, report_wait_error, WaitError, Waiter};
+use crate::prims::wait::{report_error, report_wait_error, Checked, Waiter};
 
 /// The bounded part of a mailbox poll loop, shared by every line wait: back-off, and every
 /// [`arch::SPINS_PER_CHECK`] spins (every spin on the host) the abort flag, this rank's
@@ -84,11 +84,11 @@ impl Poll {
     }
 }
 
-/// The checks of [`Poll::gave_up`], every [`arch::SPINS_PER_CHECK`] spins: the abort flag,
-/// this rank's error record (a sibling thread reported: its error is the op's, and this
-/// line may never come), and the deadline counted from `start` (0: the first check, which
-/// starts it). Returns the start to keep, or 0 after giving up (an abort or a timeout
-/// recorded here naming `peer`, or a sibling's error). Out of line and cold, so that the
+/// The checks of [`Poll::gave_up`], every [`arch::SPINS_PER_CHECK`] spins
+/// ([`Waiter::check`]: the abort flag, this rank's error record, the deadline counted from
+/// `start`, 0 at the first check). Returns the start to keep, or 0 after giving up: an abort
+/// or a timeout, recorded here naming `peer`, or an error a sibling thread recorded (its
+/// error is the op's, and this line may never come). Out of line and cold, so that the
 /// polling loops stay a few instructions long (see [`report_error`]).
 ///
 /// # Safety
@@ -106,23 +106,13 @@ unsafe fn poll_check(
     seq: u64,
     last: u64,
 ) -> u64 {
-    let failed = |e: WaitError| {
-        report_wait_error(rec, e, me, peer, block, seq);
-        0
-    };
-    if let Err(e) = waiter.check_abort() {
-        return failed(e);
-    }
-    if error_recorded(rec) {
-        return 0;
-    }
-    let now = arch::globaltimer() | 1;
-    if start == 0 {
-        now
-    } else if waiter.timeout_ns != 0 && now.wrapping_sub(start) > waiter.timeout_ns {
-        failed(WaitError::Timeout { last })
-    } else {
-        start
+    match waiter.check(rec, start, last) {
+        Checked::Go { start } => start,
+        Checked::Recorded => 0,
+        Checked::Failed(e) => {
+            report_wait_error(rec, e, me, peer, block, seq);
+            0
+        }
     }
 }
 
