@@ -8,7 +8,11 @@
 #
 #   run there:  bundle/oxccl must exist (xz-compressed as bundle/oxccl.xz is unpacked by the
 #               caller, or pass BIN); logs into $OUT/sym-tune.log, summary $OUT/sym-tune.txt
-# Knobs: RANKS (default "2 8"), CTAS (default "1 2 4 8 16 32 64"), MAILBOX (kernels), SIMPLE.
+# Knobs: RANKS (default "2 8"), CTAS (default "1 2 4 8 16 32 64"; 0 = the table's count),
+# MAILBOX (kernels), SIMPLE, COLL (all_reduce; all_gather and reduce_scatter time their
+# nccl-tests size, ranks x the payload per rank), DTYPE (f32), STEP (4), MB_MIN / MB_MAX (the
+# mailbox sizes, 8 / 256K), SIMPLE_MIN / SIMPLE_MAX (64K / 256M), SIMPLE_GRAPH (set: graph-
+# replay the Simple and classic kernels too), CLASSIC (1; 0 skips the classic kernels).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-sym-tune-out}; mkdir -p "$out"
@@ -26,17 +30,20 @@ run() { # tag ("ranks kernel ctas"), then the command; writes "tag bytes time(us
         { print "#", $0 }
         END { if (b != "") print t, b, v }' >> "$log"
 }
+common="--backend gpu --coll ${COLL:-all_reduce} --dtype ${DTYPE:-f32} --op sum --step ${STEP:-4}"
+mb="--min ${MB_MIN:-8} --max ${MB_MAX:-256K} --graph 20"
+sp="--min ${SIMPLE_MIN:-64K} --max ${SIMPLE_MAX:-256M}${SIMPLE_GRAPH:+ --graph 20}"
 for n in ${RANKS:-2 8}; do
     for k in $mailbox; do for c in ${CTAS:-1 2 4 8 16 32 64}; do
-        OXCCL_SYM=$k OXCCL_SYM_CTAS=$c run "$n $k $c" $b perf --backend gpu --window --ranks $n --dtype f32 --op sum \
-            --min 8 --max 256K --step 4 --graph 20
+        OXCCL_SYM=$k OXCCL_SYM_CTAS=$c run "$n $k $c" $b perf $common --window --ranks $n $mb
     done; done
     for k in $simple; do for c in ${CTAS:-1 2 4 8 16 32 64}; do
-        OXCCL_SYM=$k OXCCL_SYM_CTAS=$c run "$n $k $c" $b perf --backend gpu --window --ranks $n --dtype f32 --op sum \
-            --min 64K --max 256M --step 4
+        OXCCL_SYM=$k OXCCL_SYM_CTAS=$c run "$n $k $c" $b perf $common --window --ranks $n $sp
     done; done
-    run "$n classic 0" $b perf --backend gpu --ranks $n --dtype f32 --op sum --min 8 --max 256K --step 4 --graph 20
-    run "$n classic 0" $b perf --backend gpu --ranks $n --dtype f32 --op sum --min 64K --max 256M --step 4
+    if [ "${CLASSIC:-1}" = 1 ]; then
+        run "$n classic 0" $b perf $common --ranks $n $mb
+        run "$n classic 0" $b perf $common --ranks $n $sp
+    fi
 done
 # Summary: for each ranks and size, every kernel's best time (us) and the CTAs that gave it.
 awk '$1 !~ /^#/ && NF == 5 { key = $1 " " $4; k = $2; t = $5 + 0; if (!((key, k) in best) || t < best[key, k]) { best[key, k] = t; at[key, k] = $3 }; keys[key] = 1; kern[k] = 1 }

@@ -129,17 +129,43 @@ const LAMPORT: Pick = Pick::Mailbox {
 /// | 128 KiB | **2.45** / 6.61 | **3.37** / 7.05 | **4.13** / 7.39 | 9.50 / **8.76** |
 /// | 256 KiB | **3.38** / 6.70 | **4.18** / 7.16 | **5.29** / 7.50 | 17.46 / **8.88** |
 ///
-/// So Lamport up to 256 KiB (the default `OXCCL_SYM_LL_MAX_BYTES`) on up to 4 ranks, and up
-/// to 64 KiB from 8 ranks. 5 to 7 ranks were not measured; they keep the 128 KiB of the
-/// earlier table, between the two. Timed plainly, the Simple two-shot
-/// against the classic kernels: 2 ranks 256 KiB 8.9 against 13.2 us, 256 MiB 499.3 against
-/// 499.0; 4 ranks 256 KiB 16.7 against 18.4, 256 MiB 820.5 against 825.9; 8 ranks 256 KiB
-/// 29.4 against 35.1, 256 MiB 1500.6 against 1509.1. So Simple above. The mailbox two-shots
-/// never won on one GPU (2 ranks 3.0-4.0 us, 8 ranks 6.6-10.9) and are not picked. The rows
-/// are the same across processes (the window kernels reach peers alike; the Simple two-shot
-/// across 2 processes under MPS, 128 MiB f32: 251.7 us against the staged path's 351, H200
-/// earlier: 230 against 357), and the all-gather and reduce-scatter follow the all-reduce's
-/// rows (not measured separately).
+/// 5 to 7 ranks and the 8-rank crossover, graph-replayed the same way on the build of this
+/// session's first call (`benches/results/2026-12-07-entry-h100.md`), Lamport / Simple:
+///
+/// | payload | 5 ranks | 6 ranks | 7 ranks | 8 ranks |
+/// | ---: | --- | --- | --- | --- |
+/// | 64 KiB | **4.39** / 7.81 | **5.19** / 8.15 | **5.97** / 8.55 | |
+/// | 80 KiB | | | | **7.32** / 8.67 |
+/// | 96 KiB | | | | **7.88** / 8.75 |
+/// | 112 KiB | | | | **8.66** / 8.86 |
+/// | 128 KiB | **5.35** / 7.98 | **6.29** / 8.22 | **7.71** / 8.70 | |
+/// | 256 KiB | 8.06 / 8.09 | 10.47 / **8.35** | 14.23 / **8.77** | |
+///
+/// So the all-reduce runs Lamport up to 256 KiB (the default `OXCCL_SYM_LL_MAX_BYTES`) on up
+/// to 5 ranks, up to 128 KiB on 6 and 7, and up to 112 KiB from 8.
+///
+/// The all-gather and the reduce-scatter, the same way (same call; payload = the block of
+/// one rank, us per op, Lamport / Simple):
+///
+/// | payload | all-gather, 2 / 4 / 8 ranks | reduce-scatter, 2 / 4 / 8 ranks |
+/// | ---: | --- | --- |
+/// | 64 KiB | **2.49** / 5.90, **3.92** / 6.83, **7.52** / 8.47 | **2.73** / 6.42, **4.29** / 7.29, **7.94** / 8.49 |
+/// | 128 KiB | **2.58** / 6.02, **4.47** / 6.99, 12.94 / **9.63** | **2.78** / 6.57, **4.69** / 7.41, 11.31 / **9.16** |
+/// | 256 KiB | **3.40** / 6.13, **6.22** / 7.54, 23.88 / **11.86** | **3.50** / 6.66, **5.76** / 7.85, 24.02 / **10.28** |
+///
+/// So their Lamport rows end at 256 KiB on up to 4 ranks and at 64 KiB from 8 (the
+/// crossover lies between 64 and 128 KiB there); 5 to 7 ranks, not measured for them, keep
+/// 128 KiB. The classic kernels lost to Simple at every size (all-gather on 2 ranks, 64 KiB
+/// 8.60 against 5.90 us; on 8 ranks, 256 KiB 24.46 against 11.86).
+///
+/// Timed plainly, the Simple two-shot against the classic kernels (call 3 of
+/// `benches/results/2026-12-07-lamport-h100.md`): 2 ranks 256 KiB 8.9 against 13.2 us,
+/// 256 MiB 499.3 against 499.0; 4 ranks 256 KiB 16.7 against 18.4, 256 MiB 820.5 against
+/// 825.9; 8 ranks 256 KiB 29.4 against 35.1, 256 MiB 1500.6 against 1509.1. So Simple above.
+/// The mailbox two-shots never won on one GPU (2 ranks 3.0-4.0 us, 8 ranks 6.6-10.9) and are
+/// not picked. The rows are the same across processes (the window kernels reach peers alike;
+/// the Simple two-shot across 2 processes under MPS, 128 MiB f32: 251.7 us against the staged
+/// path's 351, H200 earlier: 230 against 357).
 pub const KERNELS: &[KernelRow] = &{
     let mut rows = [KernelRow {
         coll: SymColl::AllReduce,
@@ -155,8 +181,10 @@ pub const KERNELS: &[KernelRow] = &{
         while k < 2 {
             let spans = k == 1;
             let at = 8 * i + 4 * k;
-            rows[at] = KernelRow::new(c, spans, u32::MAX, 64 << 10, LAMPORT);
-            rows[at + 1] = KernelRow::new(c, spans, 4, 256 << 10, LAMPORT);
+            let all_reduce = i == 0;
+            let (any_up_to, to_256k) = if all_reduce { (112 << 10, 5) } else { (64 << 10, 4) };
+            rows[at] = KernelRow::new(c, spans, u32::MAX, any_up_to, LAMPORT);
+            rows[at + 1] = KernelRow::new(c, spans, to_256k, 256 << 10, LAMPORT);
             rows[at + 2] = KernelRow::new(c, spans, 7, 128 << 10, LAMPORT);
             rows[at + 3] = KernelRow::new(c, spans, u32::MAX, u64::MAX, TWO_SHOT);
             k += 1;
@@ -357,31 +385,40 @@ mod tests {
                     "mailbox rows need the payload to fit"
                 );
             }
-            // Past 64 KiB: Lamport up to 256 KiB on up to 4 ranks, up to 128 KiB on 5-7,
-            // Simple from 8.
+            // The all-reduce past 64 KiB: Lamport up to 256 KiB on up to 5 ranks, up to
+            // 128 KiB on 6-7, up to 112 KiB from 8; Simple above.
             let kib = |k: u64| k << 10;
-            for n in [1, 2, 3, 4] {
-                for p in [kib(64) + 1, kib(256)] {
+            let lamport = Some(one_shot(SYM_PROTO_LAMPORT));
+            let rows: [(&[u32], u64); 3] = [(&[1, 2, 3, 4, 5], 256), (&[6, 7], 128), (&[8, 72], 112)];
+            for (ranks, last) in rows {
+                for &n in ranks {
                     assert_eq!(
-                        kp(auto(ar, p, n, spans, true, true)),
-                        Some(one_shot(SYM_PROTO_LAMPORT))
+                        kp(auto(ar, kib(64) + 1, n, spans, true, true)),
+                        lamport,
+                        "ranks {n}"
+                    );
+                    assert_eq!(
+                        kp(auto(ar, kib(last), n, spans, true, true)),
+                        lamport,
+                        "ranks {n}"
+                    );
+                    assert_eq!(
+                        kp(auto(ar, kib(last) + 1, n, spans, true, true)),
+                        simple,
+                        "ranks {n}"
                     );
                 }
-                assert_eq!(kp(auto(ar, kib(256) + 1, n, spans, true, true)), simple);
             }
-            for n in [5, 7] {
-                assert_eq!(
-                    kp(auto(ar, kib(128), n, spans, true, true)),
-                    Some(one_shot(SYM_PROTO_LAMPORT))
-                );
-                assert_eq!(kp(auto(ar, kib(128) + 1, n, spans, true, true)), simple);
-            }
-            for n in [8, 72] {
-                assert_eq!(
-                    kp(auto(ar, kib(64), n, spans, true, true)),
-                    Some(one_shot(SYM_PROTO_LAMPORT))
-                );
-                assert_eq!(kp(auto(ar, kib(64) + 1, n, spans, true, true)), simple);
+            // The all-gather and the reduce-scatter: up to 256 KiB on up to 4 ranks, 128 KiB
+            // on 5-7, 64 KiB from 8.
+            for c in [SymColl::AllGather, SymColl::ReduceScatter] {
+                let pick = |p, n| auto(c, p, n, spans, true, true).map(|x| x.proto);
+                for (ranks, last) in [([2, 4], 256), ([5, 7], 128), ([8, 72], 64)] {
+                    for n in ranks {
+                        assert_eq!(pick(kib(last), n), Some(SYM_PROTO_LAMPORT), "{c:?} ranks {n}");
+                        assert_eq!(pick(kib(last) + 1, n), Some(SYM_PROTO_SIMPLE), "{c:?} ranks {n}");
+                    }
+                }
             }
             assert_eq!(
                 auto(ar, kib(256), 2, spans, false, true),
