@@ -213,7 +213,11 @@ pub struct CtaRow {
 /// former one CTA per 2 KiB), and at 8 and 32 KiB the new counts (2 and 8) are best or
 /// within 0.06 us. LL at 128 KiB takes 3.19 us on 32 CTAs and 3.41 on 64 on 2 ranks, and
 /// is best on 64 on 4 and 8 ranks (5.09, 14.24); at 32 KiB it wants its 16 (8: 0.65 us
-/// slower on 2 ranks). Up to 2 KiB one CTA is best or within 0.02 us everywhere. The Simple kernels take as many as fit
+/// slower on 2 ranks). Up to 2 KiB one CTA is best or within 0.02 us everywhere. For Lamport's
+/// integer lines (8 data bytes) and at 256 KiB no other cap does better everywhere: 32 CTAs
+/// win on 2 ranks at f32 256 KiB and i32 128 KiB (by 0.15 and 0.24 us) but lose at i32
+/// 256 KiB (by 0.66) and on 4 ranks (by 0.43-1.63); the rule is within 0.24 us of the best
+/// count in every case measured (`benches/results/2026-12-07-entry-h100.md`). The Simple kernels take as many as fit
 /// (2 ranks, 16 MiB: 40.4 us on 64 CTAs, 98.4 on 16).
 pub const CTAS: &[CtaRow] = &[
     CtaRow {
