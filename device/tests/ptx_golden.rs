@@ -242,7 +242,8 @@ fn p2p_kernel_uses_its_protocol_instructions() {
 /// section of `device/src/coll/sym/mod.rs`); every family polls the abort flag and the timer, and
 /// begins with `griddepcontrol.wait` (SYM_FLAG_EARLY_NEXT: a programmatic launch waits for
 /// the previous kernel of its stream) before its first global access, then may trigger the
-/// next launch (`griddepcontrol.launch_dependents`).
+/// next launch (`griddepcontrol.launch_dependents`). The LL and Lamport kernels issue
+/// `prefetch.L2` for their first lines before that wait.
 #[test]
 fn sym_kernels_use_their_protocol_instructions() {
     use oxccl_device::kernels::{
@@ -282,6 +283,27 @@ fn sym_kernels_use_their_protocol_instructions() {
             wait < first_global,
             "kernel {k} touches memory before griddepcontrol.wait"
         );
+        let mailbox = [
+            SYM_LL_KERNELS,
+            SYM_LL_SUM_KERNELS,
+            SYM_LAMPORT_KERNELS,
+            SYM_LAMPORT_SUM_KERNELS,
+        ]
+        .iter()
+        .any(|fam| fam.contains(&k));
+        if mailbox {
+            // The mailbox kernels warm their first lines in L2 while the wait holds them.
+            let warm = body
+                .find("prefetch.L2")
+                .unwrap_or_else(|| panic!("mailbox kernel {k} lacks prefetch.L2"));
+            // (The compiler may lay out the ordinary launch's wait, reached without the
+            // prefetches, first; the early-launch path's wait follows them.)
+            let last_wait = body.rfind("griddepcontrol.wait").unwrap_or(0);
+            assert!(
+                warm < last_wait,
+                "kernel {k} prefetches only after griddepcontrol.wait"
+            );
+        }
         if SYM_SIMPLE_KERNELS.contains(&k) {
             want.extend([
                 "ld.v4.u32",

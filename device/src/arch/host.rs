@@ -199,6 +199,13 @@ pub fn fence_acq_rel_sys() {
 #[inline(always)]
 pub fn grid_dependency_wait() {}
 
+/// `prefetch.L2`: nothing to do on the host.
+///
+/// # Safety
+/// None needed here; the GPU version wants a mapped address.
+#[inline(always)]
+pub unsafe fn prefetch_l2(_p: u64) {}
+
 /// `griddepcontrol.launch_dependents`: nothing to do on the host.
 #[inline(always)]
 pub fn launch_dependents() {}

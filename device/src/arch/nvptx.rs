@@ -276,6 +276,16 @@ pub fn grid_dependency_wait() {
     unsafe { asm!("griddepcontrol.wait;", options(nostack)) };
 }
 
+/// `prefetch.L2`: ask for the line at `p` in L2 (generic address). A hint: it reads nothing
+/// the program sees and orders nothing.
+///
+/// # Safety
+/// `p` must lie in memory mapped for this context.
+#[inline(always)]
+pub unsafe fn prefetch_l2(p: u64) {
+    asm!("prefetch.L2 [{p}];", p = in(reg64) p, options(nostack, readonly, preserves_flags));
+}
+
 /// `griddepcontrol.launch_dependents`: the next kernel of the stream, if it was launched
 /// with programmatic stream serialization, may be scheduled once every block of this grid
 /// has executed this (or exited). Changes no memory and no ordering.

@@ -242,6 +242,7 @@ pub unsafe fn sym_lamport_sum<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 #[inline(always)]
 unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &ExecCtx, a: &SymArgs) {
     let t0 = timeline::now();
+    warm::<T, LAMPORT>(ctx, a);
     stream_order(a);
     let t1 = timeline::now();
     let first = if SUM_ONLY {
@@ -274,6 +275,46 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
     }
     seq_end(ctx, &e.at);
     timeline::end(gt, me, e.at.seq, a.count);
+}
+
+/// Under programmatic dependent launch ([`SYM_FLAG_EARLY_NEXT`]), before
+/// `griddepcontrol.wait`, while the previous op of the stream may still run: prefetch into L2
+/// the lines this thread touches first (the error record, its block's sequence slot, its
+/// first input chunk, and its first line in its own mailbox and in the next peer's, in
+/// buffer 0), so that their address translations and fills are done by the time the wait
+/// returns. A prefetch reads nothing the kernel uses and orders nothing, so it is sound
+/// before the wait; every address is checked to lie in its buffer first. Nothing for an
+/// ordinary launch, whose wait returns at once.
+///
+/// # Safety
+/// As [`sym_ll`].
+#[inline(always)]
+unsafe fn warm<T: Elem, const LAMPORT: bool>(ctx: &ExecCtx, a: &SymArgs) {
+    if a.flags & SYM_FLAG_EARLY_NEXT == 0 {
+        return;
+    }
+    let proto = if LAMPORT { SYM_PROTO_LAMPORT } else { SYM_PROTO_LL };
+    if a.error != 0 {
+        arch::prefetch_l2(a.error);
+    }
+    if a.state != 0 {
+        arch::prefetch_l2(a.state + (ctx.block as u64 % MAX_BLOCKS as u64) * 8);
+    }
+    let c = SymCtx::of(ctx, a);
+    if c.fault(proto).is_some() {
+        return;
+    }
+    let data = sym_line_data(proto, T::DTYPE);
+    let gt = ctx.global_thread() as u64;
+    let bytes = a.count.wrapping_mul(core::mem::size_of::<T>() as u64);
+    if a.send.rank == c.me && gt.saturating_mul(data) < bytes {
+        arch::prefetch_l2(ctx::peer_addr(&a.send, c.me, a.send_offset) + gt * data);
+    }
+    if c.n > 1 && gt < crate::abi::sym_header_line(a.slot_lines as u64) {
+        let q = mailbox::rotated(&c, 1);
+        arch::prefetch_l2(c.line_of(c.me, 0, q, gt) as u64);
+        arch::prefetch_l2(c.line_of(q, 0, c.me, gt) as u64);
+    }
 }
 
 /// The Sum kernels' first input load: this thread's first chunk of the one-shot
