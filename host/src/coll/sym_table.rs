@@ -153,9 +153,16 @@ const LAMPORT: Pick = Pick::Mailbox {
 /// | 128 KiB | **2.58** / 6.02, **4.47** / 6.99, 12.94 / **9.63** | **2.78** / 6.57, **4.69** / 7.41, 11.31 / **9.16** |
 /// | 256 KiB | **3.40** / 6.13, **6.22** / 7.54, 23.88 / **11.86** | **3.50** / 6.66, **5.76** / 7.85, 24.02 / **10.28** |
 ///
-/// So their Lamport rows end at 256 KiB on up to 4 ranks and at 64 KiB from 8 (the
-/// crossover lies between 64 and 128 KiB there); 5 to 7 ranks, not measured for them, keep
-/// 128 KiB. The classic kernels lost to Simple at every size (all-gather on 2 ranks, 64 KiB
+/// 5 to 7 ranks (call 3 of `benches/results/2026-12-07-entry-h100.md`, build `022d2df`):
+///
+/// | payload | all-gather, 5 / 6 / 7 ranks | reduce-scatter, 5 / 6 / 7 ranks |
+/// | ---: | --- | --- |
+/// | 64 KiB | **4.81** / 7.34, **5.68** / 7.60, **6.44** / 8.15 | **5.19** / 7.64, **6.25** / 7.87, **7.07** / 8.28 |
+/// | 128 KiB | **6.07** / 7.78, **7.54** / 8.18, 9.49 / **8.99** | **6.09** / 7.97, **7.29** / 8.29, 8.88 / **8.77** |
+/// | 256 KiB | 9.94 / **8.60**, 14.39 / **9.39**, 18.60 / **10.53** | 9.55 / **8.50**, 14.01 / **8.88**, 18.45 / **9.64** |
+///
+/// So their Lamport rows end at 256 KiB on up to 4 ranks, at 128 KiB on 5 and 6, and at
+/// 64 KiB from 7 (the crossover lies between 64 and 128 KiB there). The classic kernels lost to Simple at every size (all-gather on 2 ranks, 64 KiB
 /// 8.60 against 5.90 us; on 8 ranks, 256 KiB 24.46 against 11.86).
 ///
 /// Timed plainly, the Simple two-shot against the classic kernels (call 3 of
@@ -182,10 +189,14 @@ pub const KERNELS: &[KernelRow] = &{
             let spans = k == 1;
             let at = 8 * i + 4 * k;
             let all_reduce = i == 0;
-            let (any_up_to, to_256k) = if all_reduce { (112 << 10, 5) } else { (64 << 10, 4) };
+            let (any_up_to, to_256k, to_128k) = if all_reduce {
+                (112 << 10, 5, 7)
+            } else {
+                (64 << 10, 4, 6)
+            };
             rows[at] = KernelRow::new(c, spans, u32::MAX, any_up_to, LAMPORT);
             rows[at + 1] = KernelRow::new(c, spans, to_256k, 256 << 10, LAMPORT);
-            rows[at + 2] = KernelRow::new(c, spans, 7, 128 << 10, LAMPORT);
+            rows[at + 2] = KernelRow::new(c, spans, to_128k, 128 << 10, LAMPORT);
             rows[at + 3] = KernelRow::new(c, spans, u32::MAX, u64::MAX, TWO_SHOT);
             k += 1;
         }
@@ -414,10 +425,10 @@ mod tests {
                 }
             }
             // The all-gather and the reduce-scatter: up to 256 KiB on up to 4 ranks, 128 KiB
-            // on 5-7, 64 KiB from 8.
+            // on 5-6, 64 KiB from 7.
             for c in [SymColl::AllGather, SymColl::ReduceScatter] {
                 let pick = |p, n| auto(c, p, n, spans, true, true).map(|x| x.proto);
-                for (ranks, last) in [([2, 4], 256), ([5, 7], 128), ([8, 72], 64)] {
+                for (ranks, last) in [([2, 4], 256), ([5, 6], 128), ([7, 72], 64)] {
                     for n in ranks {
                         assert_eq!(pick(kib(last), n), Some(SYM_PROTO_LAMPORT), "{c:?} ranks {n}");
                         assert_eq!(pick(kib(last) + 1, n), Some(SYM_PROTO_SIMPLE), "{c:?} ranks {n}");
