@@ -9,8 +9,9 @@
 #           and xz it into bundle/oxccl-<name>.xz
 #   there:  BINS="base a" TL=t CHECK=a scripts/latency-ab.sh   (device call: carry ["bundle"])
 # Knobs: STEPS (default "ab timeline kc check"; "procs" adds a check and latency across
-# processes under MPS), ROUNDS (2), SETTINGS ("lamport ll auto"),
-# CHECK_RANKS (2,8). Logs in $OUT.
+# processes under MPS), ROUNDS (2), SETTINGS ("lamport ll auto"), AB_STEP (size factor of the
+# 2-rank sweep, 8), TL_CASES (timeline cases "setting:ranks:size ...", default
+# "lamport:1:8 lamport:1:4K lamport:2:8 lamport:2:4K ll:2:8"), CHECK_RANKS (2,8). Logs in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-latency-ab-out}; mkdir -p "$out"
@@ -35,7 +36,7 @@ if [[ $steps == *" ab "* ]]; then
     for r in $(seq "${ROUNDS:-2}"); do
         for s in ${SETTINGS:-lamport ll auto}; do
             for b in ${BINS}; do
-                OXCCL_SYM=$s perf "$b" --window --ranks 2 --min 8 --max 4K --step 8
+                OXCCL_SYM=$s perf "$b" --window --ranks 2 --min 8 --max 4K --step "${AB_STEP:-8}"
             done
         done
     done
@@ -64,8 +65,10 @@ for r, ops in sorted(rows.items()):
 PY
         grep 'graph replay' /tmp/tl.out | tee -a "$out/summary.log"
     }
-    for n in 1 2; do for sz in 8 4K; do tl lamport $n $sz; done; done
-    tl ll 2 8
+    for case in ${TL_CASES:-lamport:1:8 lamport:1:4K lamport:2:8 lamport:2:4K ll:2:8}; do
+        IFS=: read -r s n sz <<< "$case"
+        tl "$s" "$n" "$sz"
+    done
 fi
 if [[ $steps == *" kc "* ]]; then
     { nvcc -O2 -arch=sm_90 benches/micro/kernel_costs.cu -o /tmp/kc && timeout 180 /tmp/kc; } > "$out/kernel-costs.log" 2>&1

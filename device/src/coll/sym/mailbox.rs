@@ -236,6 +236,9 @@ pub(super) unsafe fn wait_line_checked<P: LineProto>(
         if header_ok {
             if let Some(d) = p.decode(v) {
                 p.consumed(l);
+                if header {
+                    timeline::polls(c.ctx.global_thread() as u64, c.me, poll.total);
+                }
                 return Some(d);
             }
         }
@@ -360,6 +363,7 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(
     if checks {
         publish_header(c, p);
     }
+    timeline::mark(gt, c.me, Mark::Header);
     // The all-reduce's first own chunk, kept from the publish loop for the collect loop (a
     // small op has one line per thread: no second load, no second address computation).
     let mut first = [0u32; 4];

@@ -11,6 +11,8 @@
 //! prints the row with `vprintf` (the CUDA printf buffer, written to the process's standard
 //! output when the host next synchronizes). The deltas are SM clock cycles. The table is
 //! read only in the op that prints; the marks cost one clock read and one store each.
+//! With the row it prints global thread 0's unsuccessful spins on its first peer line
+//! (`polls`), which tells a late line (many spins) from a slow poll (few).
 
 /// Whether the timeline is compiled in.
 pub const ON: bool = option_env!("OXCCL_SYM_TIMELINE").is_some();
@@ -30,6 +32,8 @@ pub enum Mark {
     Entered,
     /// Arguments checked, kind and operator dispatched: the op's body begins.
     Dispatched,
+    /// Header lines stored (global thread 0's checks; nothing on one rank).
+    Header,
     /// Input loaded and every line stored into the peers' mailboxes.
     Published,
     /// Every line polled, reduced, output stored.
@@ -47,6 +51,7 @@ mod imp {
     const MARKS: usize = Mark::End as usize + 1;
 
     static mut TABLE: [[u64; MARKS]; MAX_LOCAL_RANKS] = [[0; MARKS]; MAX_LOCAL_RANKS];
+    static mut POLLS: [u64; MAX_LOCAL_RANKS] = [0; MAX_LOCAL_RANKS];
 
     extern "C" {
         fn vprintf(format: *const u8, args: *const u8) -> i32;
@@ -71,9 +76,16 @@ mod imp {
 
     /// # Safety
     /// As [`store`].
+    pub unsafe fn store_polls(me: u32, n: u64) {
+        let p = core::ptr::addr_of_mut!(POLLS[me as usize % MAX_LOCAL_RANKS]);
+        crate::arch::store_volatile_u64(p, n);
+    }
+
+    /// # Safety
+    /// As [`store`].
     pub unsafe fn print(me: u32, seq: u64, count: u64) {
         let row = core::ptr::addr_of_mut!(TABLE[me as usize % MAX_LOCAL_RANKS]) as *mut u64;
-        let mut args = [0u64; MARKS + 2];
+        let mut args = [0u64; MARKS + 3];
         args[0] = me as u64;
         args[1] = seq;
         args[2] = count;
@@ -86,8 +98,10 @@ mod imp {
             prev = t;
             i += 1;
         }
+        args[MARKS + 2] =
+            crate::arch::load_volatile_u64(core::ptr::addr_of_mut!(POLLS[me as usize % MAX_LOCAL_RANKS]));
         vprintf(
-            b"oxccl-timeline rank %llu seq %llu count %llu cycles wait %llu enter %llu dispatch %llu publish %llu collect %llu end %llu\n\0"
+            b"oxccl-timeline rank %llu seq %llu count %llu cycles wait %llu enter %llu dispatch %llu header %llu publish %llu collect %llu end %llu polls %llu\n\0"
                 .as_ptr(),
             args.as_ptr() as *const u8,
         );
@@ -126,6 +140,19 @@ pub unsafe fn mark(gt: u64, me: u32, m: Mark) {
     if ON {
         record(gt, me, m, now());
     }
+}
+
+/// Global thread 0's unsuccessful spins on its first peer line (and header) of the op.
+///
+/// # Safety
+/// As [`record`].
+#[inline(always)]
+pub unsafe fn polls(gt: u64, me: u32, n: u32) {
+    #[cfg(target_arch = "nvptx64")]
+    if ON && gt == 0 {
+        imp::store_polls(me, n as u64);
+    }
+    let _ = (gt, me, n);
 }
 
 /// At the end of the op: print this rank's row when `seq` is a multiple of [`EVERY`].
