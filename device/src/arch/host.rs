@@ -206,6 +206,13 @@ pub fn grid_dependency_wait() {}
 #[inline(always)]
 pub unsafe fn prefetch_l2(_p: u64) {}
 
+/// `need` (make a value needed before the dependency wait): nothing on the host.
+///
+/// # Safety
+/// None needed here; the GPU version wants a mapped address.
+#[inline(always)]
+pub unsafe fn need(_x: u64, _p: u64) {}
+
 /// `griddepcontrol.launch_dependents`: nothing to do on the host.
 #[inline(always)]
 pub fn launch_dependents() {}

@@ -286,6 +286,20 @@ pub unsafe fn prefetch_l2(p: u64) {
     asm!("prefetch.L2 [{p}];", p = in(reg64) p, options(nostack, readonly, preserves_flags));
 }
 
+/// Make the value `x` needed here, so that everything `x` is computed from is read by this
+/// point: a `prefetch.L2` of `p` predicated on `x == 0x8000000000000001`, which ptxas can
+/// neither fold nor move (the kernel-argument loads behind `x` would otherwise be compiled
+/// into constant-bank operands at their first use). If `x` ever held that value, the effect
+/// is a prefetch: a hint that reads nothing the program sees.
+///
+/// # Safety
+/// `p` must lie in memory mapped for this context.
+#[inline(always)]
+pub unsafe fn need(x: u64, p: u64) {
+    asm!("{{ .reg .pred %pn; setp.eq.u64 %pn, {x}, 0x8000000000000001; @%pn prefetch.L2 [{p}]; }}",
+        x = in(reg64) x, p = in(reg64) p, options(nostack, readonly, preserves_flags));
+}
+
 /// `griddepcontrol.launch_dependents`: the next kernel of the stream, if it was launched
 /// with programmatic stream serialization, may be scheduled once every block of this grid
 /// has executed this (or exited). Changes no memory and no ordering.

@@ -278,7 +278,8 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
 }
 
 /// Under programmatic dependent launch ([`SYM_FLAG_EARLY_NEXT`]), before
-/// `griddepcontrol.wait`, while the previous op of the stream may still run: prefetch into L2
+/// `griddepcontrol.wait`, while the previous op of the stream may still run: read every word
+/// of the arguments (so their constant-bank lines are fetched during the wait), and prefetch into L2
 /// the lines this thread touches first (the error record, its block's sequence slot, its
 /// first input chunk, and its first line in its own mailbox and in the next peer's, in
 /// buffer 0), so that their address translations and fills are done by the time the wait
@@ -292,6 +293,21 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
 unsafe fn warm<T: Elem, const LAMPORT: bool>(ctx: &ExecCtx, a: &SymArgs) {
     if a.flags & SYM_FLAG_EARLY_NEXT == 0 {
         return;
+    }
+    // Every word of the arguments, read here: ptxas compiles the argument loads into
+    // constant-bank operands read at their first use, and a first use of a bank line after
+    // the wait paid its fetch inside the op (H100, 2 ranks, 8-256 B: 0.12-0.20 us less with
+    // this; `benches/results/2026-12-07-header-h100.md`). `a.error` is the communicator's
+    // error record, always allocated by the host.
+    {
+        let w = a as *const SymArgs as *const u64;
+        let mut x = 0u64;
+        let mut i = 0;
+        while i < core::mem::size_of::<SymArgs>() / 8 {
+            x ^= core::ptr::read(w.add(i));
+            i += 1;
+        }
+        arch::need(x, a.error);
     }
     let proto = if LAMPORT { SYM_PROTO_LAMPORT } else { SYM_PROTO_LL };
     if a.error != 0 {
