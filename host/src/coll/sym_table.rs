@@ -162,8 +162,9 @@ const LAMPORT: Pick = Pick::Mailbox {
 /// | 256 KiB | 9.94 / **8.60**, 14.39 / **9.39**, 18.60 / **10.53** | 9.55 / **8.50**, 14.01 / **8.88**, 18.45 / **9.64** |
 ///
 /// So their Lamport rows end at 256 KiB on up to 4 ranks, at 128 KiB on 5 and 6, and at
-/// 64 KiB from 7 (the crossover lies between 64 and 128 KiB there). The classic kernels lost to Simple at every size (all-gather on 2 ranks, 64 KiB
-/// 8.60 against 5.90 us; on 8 ranks, 256 KiB 24.46 against 11.86).
+/// 64 KiB from 7 (the crossover lies between 64 and 128 KiB there). The classic kernels lost
+/// to Simple at every size (all-gather on 2 ranks, 64 KiB 8.60 against 5.90 us; on 8 ranks,
+/// 256 KiB 24.46 against 11.86).
 ///
 /// Timed plainly, the Simple two-shot against the classic kernels (call 3 of
 /// `benches/results/2026-12-07-lamport-h100.md`): 2 ranks 256 KiB 8.9 against 13.2 us,

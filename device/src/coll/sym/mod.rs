@@ -279,9 +279,9 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
 
 /// Under programmatic dependent launch ([`SYM_FLAG_EARLY_NEXT`]), before
 /// `griddepcontrol.wait`, while the previous op of the stream may still run: read every word
-/// of the arguments (so their constant-bank lines are fetched during the wait), and prefetch into L2
-/// the lines this thread touches first (the error record, its block's sequence slot, its
-/// first input chunk, and its first line in its own mailbox and in the next peer's, in
+/// of the arguments (so their constant-bank lines are fetched during the wait), and prefetch
+/// into L2 the lines this thread touches first (the error record, its block's sequence slot,
+/// its first input chunk, and its first line in its own mailbox and in the next peer's, in
 /// buffer 0), so that their address translations and fills are done by the time the wait
 /// returns. A prefetch reads nothing the kernel uses and orders nothing, so it is sound
 /// before the wait; every address is checked to lie in its buffer first. Nothing for an
