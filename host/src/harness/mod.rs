@@ -1,11 +1,13 @@
 //! Running collectives on a set of in-process ranks for checks and timing (used by the CLI,
 //! the tests and the GPU check script). The all-reduce is here; broadcast, reduce,
 //! all-gather and reduce-scatter checks are in `colls`, all-to-all, gather, scatter and
-//! all-gather-v checks in `moves`, send/recv checks in `p2p` (all re-exported).
+//! all-gather-v checks in `moves`, send/recv checks in `p2p` (all re-exported); collectives
+//! on registered windows in `sym`, mismatched ones in `mismatch`.
 
 mod colls;
 pub mod devapi;
 pub mod graph;
+pub mod mismatch;
 mod moves;
 mod p2p;
 pub mod sym;

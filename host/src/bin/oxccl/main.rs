@@ -23,7 +23,9 @@ mod sym;
 
 use check::{check, check_procs, graph_check, run_procs, CheckArgs, GraphCheckArgs};
 use perf::{choice_name, perf, set_tuning, tuner_table, PerfArgs, TunerArgs};
-use sym::{devapi_run, sym_check, sym_choice_name, DevapiRunArgs, SymCheckArgs};
+use sym::{
+    devapi_run, sym_check, sym_choice_name, sym_mismatch, DevapiRunArgs, SymCheckArgs, SymMismatchArgs,
+};
 
 #[derive(Parser)]
 #[command(
@@ -69,6 +71,11 @@ enum Cmd {
     /// Collectives on registered windows (the symmetric kernels), every kernel forced in
     /// turn (`OXCCL_SYM`), back to back on fresh random data, every element checked.
     SymCheck(SymCheckArgs),
+    /// Ranks calling mismatched collectives on windows (counts, data types, collectives,
+    /// two-shot against one-shot), every symmetric kernel in turn on several CTA counts: each
+    /// rank must get a symmetric-mismatch error naming a peer, promptly, and later calls on
+    /// the failed communicator must fail too.
+    SymMismatch(SymMismatchArgs),
     /// Run a user kernel linked against ptx/oxccl_device.bc (scripts/link-user-kernel.sh)
     /// on N in-process ranks (GPU backend) and check every rank's result.
     DevapiRun(DevapiRunArgs),
@@ -315,6 +322,7 @@ fn main() -> ExitCode {
         Cmd::Tuner(a) => tuner_table(&a),
         Cmd::GraphCheck(a) => graph_check(&a),
         Cmd::SymCheck(a) => sym_check(&a),
+        Cmd::SymMismatch(a) => sym_mismatch(&a),
         Cmd::DevapiRun(a) => devapi_run(&a),
         Cmd::Info => {
             info();

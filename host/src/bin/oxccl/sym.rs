@@ -1,5 +1,6 @@
 //! `oxccl sym-check` (collectives on registered windows, every symmetric kernel forced in
-//! turn) and `oxccl devapi-run` (a user kernel linked against the Device API bitcode).
+//! turn), `oxccl sym-mismatch` (ranks calling mismatched ones must each get an error naming
+//! a peer) and `oxccl devapi-run` (a user kernel linked against the Device API bitcode).
 
 use super::*;
 use oxccl::coll::sym_policy::SymSetting;
@@ -132,6 +133,93 @@ pub(crate) fn sym_choice_name(r: &Ranks, coll: Coll, count: usize, dt: DataType)
     r.comms[0]
         .sym_choice(kind, (count * dt.size()) as u64, dt)
         .map_or("classic (not sym)".into(), |c| c.name().to_string())
+}
+
+#[derive(Args)]
+pub(crate) struct SymMismatchArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    backend: BackendArg,
+    /// The communicators' device wait timeout (`OXCCL_TIMEOUT_MS`'s role; at least 1, as 0
+    /// would mean none): every case is bounded by it, and detection and the failure of a
+    /// later call must each take under a third of it.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout_ms: u64,
+    /// `OXCCL_SYM_CTAS` values to run every setting with (0: the tuner's table). Default:
+    /// 1,8 on the CPU backend, 0,1,8,16 on the GPU.
+    #[arg(long, value_delimiter = ',')]
+    ctas: Vec<u32>,
+    /// Devices of the ranks (see `check --devices`).
+    #[arg(long, default_value = "0")]
+    devices: Placement,
+    /// Also print every rank's error message under its case.
+    #[arg(long)]
+    messages: bool,
+}
+
+pub(crate) fn sym_mismatch(a: &SymMismatchArgs) -> Result<(), String> {
+    use harness::mismatch;
+    let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
+    let timeout = std::time::Duration::from_millis(a.timeout_ms);
+    let ctas = if a.ctas.is_empty() {
+        mismatch::ctas_for(b.kind())
+    } else {
+        &a.ctas
+    };
+    let cases = mismatch::cases(ctas);
+    println!(
+        "oxccl sym-mismatch: {desc}; {} cases, timeout {} ms (each must be detected, and a later call fail, in under a third of it)",
+        cases.len(),
+        a.timeout_ms
+    );
+    let mut failed = Vec::new();
+    for case in &cases {
+        let ctas = match case.ctas {
+            0 => "tuner's".to_string(),
+            c => c.to_string(),
+        };
+        let head = format!(
+            "{:<16} {ctas:>7} CTAs  {:<33} {} ranks",
+            case.setting,
+            case.name,
+            case.calls.len()
+        );
+        match mismatch::run_case(&b, &a.devices, timeout, case) {
+            Ok(out) => {
+                println!(
+                    "ok   {head}  detected in {:>8.2} ms, later call failed in {:>6.2} ms",
+                    out.detected_in.as_secs_f64() * 1e3,
+                    out.sticky_in.as_secs_f64() * 1e3
+                );
+                if a.messages {
+                    for m in &out.msgs {
+                        println!("       {m}");
+                    }
+                }
+            }
+            Err(e) => {
+                // The message's own prefix repeats the head.
+                let label = format!("{}: ", case.label());
+                println!("FAIL {head}: {}", e.strip_prefix(&label).unwrap_or(&e));
+                failed.push(case.label());
+            }
+        }
+    }
+    match failed.as_slice() {
+        [] => {
+            println!("sym-mismatch: {} cases passed", cases.len());
+            Ok(())
+        }
+        [one] => Err(format!(
+            "sym-mismatch: case {one} failed ({} passed)",
+            cases.len() - 1
+        )),
+        many => Err(format!(
+            "sym-mismatch: {} of {} cases failed: {}",
+            many.len(),
+            cases.len(),
+            many.join("; ")
+        )),
+    }
 }
 
 #[derive(Args)]
