@@ -2,7 +2,8 @@
 //! dispatch as plain functions for the CPU backend.
 
 use crate::abi::{
-    sym_sum_kernel_runs, SymArgs, SymInitArgs, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+    sym_grouped_kernel_runs, sym_sum_kernel_runs, SymArgs, SymInitArgs, SYM_PROTO_LAMPORT, SYM_PROTO_LL,
+    SYM_PROTO_SIMPLE,
 };
 use crate::abi::{
     AllReduceArgs, CollArgs, DataType, P2pArgs, ALGO_LL, COLL_ALL_GATHER, COLL_ALL_GATHER_V, COLL_ALL_TO_ALL,
@@ -14,7 +15,10 @@ use crate::coll::all_reduce_ll::all_reduce_ll;
 use crate::coll::lsa::copy_coll_with;
 use crate::coll::lsa::{copy_coll, reduce_coll};
 use crate::coll::p2p::p2p;
-use crate::coll::sym::{sym_lamport, sym_lamport_init, sym_lamport_sum, sym_ll, sym_ll_sum, sym_simple};
+use crate::coll::sym::{
+    sym_lamport, sym_lamport_grouped, sym_lamport_init, sym_lamport_sum, sym_ll, sym_ll_grouped, sym_ll_sum,
+    sym_simple,
+};
 use crate::exec::ExecCtx;
 use crate::ops::{Bf16, F16, F8E4M3, F8E5M2};
 
@@ -119,6 +123,13 @@ pub const SYM_LL_SUM_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_ll_sum_");
 /// alone, indexed by [`DataType`] value.
 pub const SYM_LAMPORT_SUM_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_lamport_sum_");
 
+/// PTX entry names of the grouped LL kernels ([`crate::abi::sym_grouped_kernel_runs`]),
+/// indexed by [`DataType`] value.
+pub const SYM_LL_GROUPED_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_ll_grouped_");
+
+/// PTX entry names of the grouped Lamport kernels, indexed by [`DataType`] value.
+pub const SYM_LAMPORT_GROUPED_KERNELS: [&str; 12] = dtype_names!("oxccl_sym_lamport_grouped_");
+
 /// PTX entry name of the kernel that poisons a Lamport scratch area once (`SymInitArgs`).
 pub const SYM_LAMPORT_INIT_KERNEL: &str = "oxccl_sym_lamport_init";
 
@@ -140,6 +151,16 @@ pub fn sym_sum_kernel_name(proto: u32, dtype: DataType) -> Option<&'static str> 
     let table = match proto {
         SYM_PROTO_LL => &SYM_LL_SUM_KERNELS,
         SYM_PROTO_LAMPORT => &SYM_LAMPORT_SUM_KERNELS,
+        _ => return None,
+    };
+    Some(table[dtype as usize])
+}
+
+/// PTX entry name of the grouped kernel of protocol `proto` (LL or Lamport) and `dtype`.
+pub fn sym_grouped_kernel_name(proto: u32, dtype: DataType) -> Option<&'static str> {
+    let table = match proto {
+        SYM_PROTO_LL => &SYM_LL_GROUPED_KERNELS,
+        SYM_PROTO_LAMPORT => &SYM_LAMPORT_GROUPED_KERNELS,
         _ => return None,
     };
     Some(table[dtype as usize])
@@ -181,8 +202,9 @@ macro_rules! out_of_line_by_dtype {
 }
 
 /// Runs the symmetric kernel body of `args.proto` and `args.dtype` (the CPU backend's entry
-/// point): the one-shot `Sum` all-reduce's own where [`sym_sum_kernel_runs`], as on the GPU;
-/// an unknown protocol or data type is recorded as an argument error.
+/// point): the grouped kernels' where [`sym_grouped_kernel_runs`], else the one-shot `Sum`
+/// all-reduce's own where [`sym_sum_kernel_runs`], as on the GPU; an unknown protocol or
+/// data type is recorded as an argument error.
 ///
 /// # Safety
 /// As [`sym_simple`] / [`sym_ll`] / [`sym_lamport`]; `ctx` must be one block of the grid
@@ -190,6 +212,12 @@ macro_rules! out_of_line_by_dtype {
 pub unsafe fn sym_dispatch(ctx: &ExecCtx, args: &SymArgs) {
     let dt = DataType::from_u32(args.dtype);
     // The kernel the GPU backend launches for these arguments.
+    if sym_grouped_kernel_runs(args.proto, args.kind, args.op, args.flags) {
+        return match args.proto {
+            SYM_PROTO_LL => out_of_line_by_dtype!(dt, sym_ll_grouped, ctx, args, sym_bad_dtype(ctx, args)),
+            _ => out_of_line_by_dtype!(dt, sym_lamport_grouped, ctx, args, sym_bad_dtype(ctx, args)),
+        };
+    }
     if sym_sum_kernel_runs(args.proto, args.kind, args.op) {
         return match args.proto {
             SYM_PROTO_LL => out_of_line_by_dtype!(dt, sym_ll_sum, ctx, args, sym_bad_dtype(ctx, args)),
@@ -228,8 +256,8 @@ pub unsafe fn sym_lamport_init_dispatch(ctx: &ExecCtx, args: &SymInitArgs) {
 }
 
 /// The symmetric kernels (every family, every data type; the init kernel is not hot).
-pub const SYM_KERNELS: [&str; 60] = {
-    let mut all = [""; 60];
+pub const SYM_KERNELS: [&str; 84] = {
+    let mut all = [""; 84];
     let mut i = 0;
     while i < 12 {
         all[i] = SYM_SIMPLE_KERNELS[i];
@@ -237,6 +265,8 @@ pub const SYM_KERNELS: [&str; 60] = {
         all[24 + i] = SYM_LAMPORT_KERNELS[i];
         all[36 + i] = SYM_LL_SUM_KERNELS[i];
         all[48 + i] = SYM_LAMPORT_SUM_KERNELS[i];
+        all[60 + i] = SYM_LL_GROUPED_KERNELS[i];
+        all[72 + i] = SYM_LAMPORT_GROUPED_KERNELS[i];
         i += 1;
     }
     all
@@ -245,7 +275,7 @@ pub const SYM_KERNELS: [&str; 60] = {
 /// Kernels whose spills fail the build (checked by `oxccl-builder` with ptxas): every
 /// kernel above but the Lamport init.
 pub const HOT_KERNELS: &[&str] = &{
-    let mut all = [""; 38 + 60 + 1];
+    let mut all = [""; 38 + 84 + 1];
     let mut i = 0;
     while i < 12 {
         all[i] = ALL_REDUCE_KERNELS[i];
@@ -254,13 +284,13 @@ pub const HOT_KERNELS: &[&str] = &{
         i += 1;
     }
     let mut j = 0;
-    while j < 60 {
+    while j < 84 {
         all[38 + j] = SYM_KERNELS[j];
         j += 1;
     }
     all[24] = COPY_COLL_KERNEL;
     all[25] = P2P_KERNEL;
-    all[38 + 60] = COPY_COLL_CS_KERNEL;
+    all[38 + 84] = COPY_COLL_CS_KERNEL;
     all
 };
 
@@ -505,6 +535,36 @@ mod gpu {
         oxccl_sym_simple_bf16, oxccl_sym_ll_bf16, oxccl_sym_lamport_bf16, oxccl_sym_ll_sum_bf16, oxccl_sym_lamport_sum_bf16, Bf16;
         oxccl_sym_simple_f8e4m3, oxccl_sym_ll_f8e4m3, oxccl_sym_lamport_f8e4m3, oxccl_sym_ll_sum_f8e4m3, oxccl_sym_lamport_sum_f8e4m3, F8E4M3;
         oxccl_sym_simple_f8e5m2, oxccl_sym_ll_f8e5m2, oxccl_sym_lamport_f8e5m2, oxccl_sym_ll_sum_f8e5m2, oxccl_sym_lamport_sum_f8e5m2, F8E5M2;
+    }
+
+    macro_rules! sym_grouped_kernels {
+        ($($ll:ident, $lamport:ident, $t:ty;)*) => {$(
+            /// Grouped LL kernel entry (one-shot all-reduce and reduce-scatter with `Sum`,
+            /// all-gather; the kind is a run-time argument).
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $ll(args: SymArgs) {
+                sym_ll_grouped::<$t>(&ExecCtx::current(), &args)
+            }
+            /// Grouped Lamport kernel entry (as the grouped LL one).
+            #[no_mangle]
+            pub unsafe extern "ptx-kernel" fn $lamport(args: SymArgs) {
+                sym_lamport_grouped::<$t>(&ExecCtx::current(), &args)
+            }
+        )*};
+    }
+    sym_grouped_kernels! {
+        oxccl_sym_ll_grouped_i8, oxccl_sym_lamport_grouped_i8, i8;
+        oxccl_sym_ll_grouped_u8, oxccl_sym_lamport_grouped_u8, u8;
+        oxccl_sym_ll_grouped_i32, oxccl_sym_lamport_grouped_i32, i32;
+        oxccl_sym_ll_grouped_u32, oxccl_sym_lamport_grouped_u32, u32;
+        oxccl_sym_ll_grouped_i64, oxccl_sym_lamport_grouped_i64, i64;
+        oxccl_sym_ll_grouped_u64, oxccl_sym_lamport_grouped_u64, u64;
+        oxccl_sym_ll_grouped_f16, oxccl_sym_lamport_grouped_f16, F16;
+        oxccl_sym_ll_grouped_f32, oxccl_sym_lamport_grouped_f32, f32;
+        oxccl_sym_ll_grouped_f64, oxccl_sym_lamport_grouped_f64, f64;
+        oxccl_sym_ll_grouped_bf16, oxccl_sym_lamport_grouped_bf16, Bf16;
+        oxccl_sym_ll_grouped_f8e4m3, oxccl_sym_lamport_grouped_f8e4m3, F8E4M3;
+        oxccl_sym_ll_grouped_f8e5m2, oxccl_sym_lamport_grouped_f8e5m2, F8E5M2;
     }
 
     /// Lamport scratch init kernel entry: poisons a rank's own Lamport lines once.

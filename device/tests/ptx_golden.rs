@@ -247,9 +247,15 @@ fn p2p_kernel_uses_its_protocol_instructions() {
 #[test]
 fn sym_kernels_use_their_protocol_instructions() {
     use oxccl_device::kernels::{
-        SYM_KERNELS, SYM_LAMPORT_KERNELS, SYM_LAMPORT_SUM_KERNELS, SYM_LL_KERNELS, SYM_LL_SUM_KERNELS,
-        SYM_SIMPLE_KERNELS,
+        SYM_KERNELS, SYM_LAMPORT_GROUPED_KERNELS, SYM_LAMPORT_KERNELS, SYM_LAMPORT_SUM_KERNELS,
+        SYM_LL_GROUPED_KERNELS, SYM_LL_KERNELS, SYM_LL_SUM_KERNELS, SYM_SIMPLE_KERNELS,
     };
+    let ll = [SYM_LL_KERNELS, SYM_LL_SUM_KERNELS, SYM_LL_GROUPED_KERNELS];
+    let lamport = [
+        SYM_LAMPORT_KERNELS,
+        SYM_LAMPORT_SUM_KERNELS,
+        SYM_LAMPORT_GROUPED_KERNELS,
+    ];
     let ptx = ptx();
     let f = functions(&ptx);
     for k in SYM_KERNELS {
@@ -283,14 +289,7 @@ fn sym_kernels_use_their_protocol_instructions() {
             wait < first_global,
             "kernel {k} touches memory before griddepcontrol.wait"
         );
-        let mailbox = [
-            SYM_LL_KERNELS,
-            SYM_LL_SUM_KERNELS,
-            SYM_LAMPORT_KERNELS,
-            SYM_LAMPORT_SUM_KERNELS,
-        ]
-        .iter()
-        .any(|fam| fam.contains(&k));
+        let mailbox = ll.iter().chain(&lamport).any(|fam| fam.contains(&k));
         if mailbox {
             // The mailbox kernels warm their first lines in L2 while the wait holds them.
             let warm = body
@@ -317,10 +316,10 @@ fn sym_kernels_use_their_protocol_instructions() {
                 "fence.acq_rel.gpu",
             ]);
         }
-        if SYM_LL_KERNELS.contains(&k) || SYM_LL_SUM_KERNELS.contains(&k) {
+        if ll.iter().any(|fam| fam.contains(&k)) {
             want.extend(["st.volatile.v4.u32", "ld.volatile.v4.u32", "ld.acquire.sys.u64"]);
         }
-        if SYM_LAMPORT_KERNELS.contains(&k) || SYM_LAMPORT_SUM_KERNELS.contains(&k) {
+        if lamport.iter().any(|fam| fam.contains(&k)) {
             want.extend(["st.volatile.v4.u32", "ld.volatile.v4.u32"]);
         }
         // The instructions may sit in out-of-line cold functions (the timeout checks).

@@ -86,6 +86,9 @@ struct Comm {
     /// number in device memory (`Some`: the arguments then carry seq 0 and no reset flag,
     /// as a replayed CUDA graph launch would).
     states: Option<Vec<[u64; 2 * MAX_BLOCKS]>>,
+    /// The ranks (bit `r`) whose launches carry `SYM_FLAG_GROUPED`: the grouped kernels run
+    /// there where they hold the op (`sym_grouped_kernel_runs`).
+    grouped: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -99,6 +102,23 @@ struct Op {
     send_off: u64,
     recv_off: u64,
     blocks: u32,
+}
+
+impl Op {
+    /// A `Sum` op of `count` elements of `dtype`, buffers at offset 0, on `blocks` blocks.
+    fn sum(kind: u32, proto: u32, dtype: DataType, count: u64, blocks: u32) -> Op {
+        Op {
+            kind,
+            proto,
+            dtype,
+            op: RedOp::Sum,
+            count,
+            scalar: 0,
+            send_off: 0,
+            recv_off: 0,
+            blocks,
+        }
+    }
 }
 
 impl Comm {
@@ -120,6 +140,7 @@ impl Comm {
             timeout_ns: 20_000_000_000,
             in_place: false,
             states: None,
+            grouped: 0,
         };
         // The init contract: every rank poisons its own Lamport lines once, then they meet.
         std::thread::scope(|s| {
@@ -190,14 +211,22 @@ impl Comm {
             .iter()
             .map(|&r| {
                 let a = self.args(r, o);
+                let grouped = if self.grouped >> r & 1 != 0 {
+                    SYM_FLAG_GROUPED
+                } else {
+                    0
+                };
                 if device_seq {
                     SymArgs {
                         seq: 0,
-                        flags: 0,
+                        flags: grouped,
                         ..a
                     }
                 } else {
-                    SymArgs { flags, ..a }
+                    SymArgs {
+                        flags: flags | grouped,
+                        ..a
+                    }
                 }
             })
             .collect();
@@ -867,6 +896,51 @@ fn ll_epoch_wrap() {
     assert!(c.seq > 1 << 31);
 }
 
+/// The grouped kernels (`SYM_FLAG_GROUPED`) on 1 to 11 ranks (groups of four: full,
+/// partial, and this rank in every position), every data type, the one-shot all-reduce and
+/// the reduce-scatter with `Sum` and the all-gather, LL and Lamport, sizes from none to a
+/// full slot; on the same communicators ops with the flag on every rank, on none, and on
+/// some ranks only (grouped and ungrouped readers of one op meet).
+#[test]
+fn grouped_kernels_ranks_1_to_11() {
+    let mut rng = Rng(0x0005_EED0_F6E0);
+    for n in 1..=11u32 {
+        let mut c = Comm::new(n);
+        for it in 0..48usize {
+            let kind = [
+                SYM_KIND_ALL_REDUCE_ONE_SHOT,
+                SYM_KIND_ALL_GATHER,
+                SYM_KIND_REDUCE_SCATTER,
+            ][it % 3];
+            let proto = [SYM_PROTO_LL, SYM_PROTO_LAMPORT][it / 3 % 2];
+            let dt = DataType::ALL[(it / 6 + n as usize) % 12];
+            let mut o = random_op(&mut rng, n, kind, proto, dt);
+            o.op = RedOp::Sum;
+            if it % 8 == 7 {
+                o.count = [0, max_count(kind, proto, dt, n)][it / 8 % 2];
+            }
+            c.grouped = match it % 4 {
+                0 => 0,
+                1 => rng.next() & ((1 << n) - 1),
+                _ => u64::MAX,
+            };
+            assert!(
+                sym_grouped_kernel_runs(proto, kind, o.op as u32, SYM_FLAG_GROUPED),
+                "kind {kind} proto {proto}"
+            );
+            run_checked(&mut c, &o, &mut rng, false);
+        }
+        // The flag leaves every op the grouped kernels do not hold to the others.
+        c.grouped = u64::MAX;
+        for &(kind, proto) in &KINDS {
+            let dt = DataType::ALL[rng.below(12) as usize];
+            let mut o = random_op(&mut rng, n, kind, proto, dt);
+            o.count = o.count.min(257); // the windows are sized for 8 ranks' large ops
+            run_checked(&mut c, &o, &mut rng, false);
+        }
+    }
+}
+
 /// A missing peer: waits time out and name it; a raised abort flag ends waits too.
 #[test]
 fn timeout_and_abort_name_the_peer() {
@@ -877,17 +951,7 @@ fn timeout_and_abort_name_the_peer() {
     {
         let mut c = Comm::new(2);
         c.timeout_ns = 50_000_000;
-        let o = Op {
-            kind,
-            proto,
-            dtype: DataType::F32,
-            op: RedOp::Sum,
-            count: 5,
-            scalar: 0,
-            send_off: 0,
-            recv_off: 0,
-            blocks: 1,
-        };
+        let o = Op::sum(kind, proto, DataType::F32, 5, 1);
         c.run_on(&o, &[0]);
         let e = *c.errors[0];
         assert_eq!(
@@ -936,39 +1000,120 @@ fn sum_kernels_refuse_other_arguments() {
             (SYM_KIND_ALL_REDUCE_ONE_SHOT, RedOp::Max),
         ] {
             assert!(!sym_sum_kernel_runs(proto, kind, op as u32));
-            let mut c = Comm::new(1);
-            let o = Op {
-                kind,
-                proto,
-                dtype: DataType::F32,
-                op,
-                count: 4,
-                scalar: 0,
-                send_off: 0,
-                recv_off: 0,
-                blocks: 1,
+            let body = if proto == SYM_PROTO_LL {
+                sym_ll_sum::<f32>
+            } else {
+                sym_lamport_sum::<f32>
             };
-            c.recv.bytes(0, 0, 16).fill(OUT_POISON);
-            let a = c.args(0, &o);
-            let ctx = ExecCtx::host_block(0, 1);
-            // SAFETY: the harness's windows and error record, one rank, one block.
-            unsafe {
-                if proto == SYM_PROTO_LL {
-                    sym_ll_sum::<f32>(&ctx, &a)
-                } else {
-                    sym_lamport_sum::<f32>(&ctx, &a)
+            assert_refused(body, proto, kind, op, 0);
+        }
+    }
+}
+
+/// Run kernel body `body` alone (one rank, one block) on a launch of protocol `proto`,
+/// `kind`, `op` and `flags` it does not hold: it must record a mismatch without a peer and
+/// store no output.
+fn assert_refused(body: unsafe fn(&ExecCtx, &SymArgs), proto: u32, kind: u32, op: RedOp, flags: u32) {
+    let mut c = Comm::new(1);
+    let o = Op {
+        op,
+        ..Op::sum(kind, proto, DataType::F32, 4, 1)
+    };
+    c.recv.bytes(0, 0, 16).fill(OUT_POISON);
+    let a = SymArgs {
+        flags,
+        ..c.args(0, &o)
+    };
+    // SAFETY: the harness's windows and error record, one rank, one block.
+    unsafe { body(&ExecCtx::host_block(0, 1), &a) }
+    let e = *c.errors[0];
+    let what = format!("proto {proto} kind {kind} {op:?} flags {flags}");
+    assert_eq!(
+        (e.code, e.rank, e.peer),
+        (ERR_MISMATCH, 0, u32::MAX),
+        "{what}: {e:?}"
+    );
+    assert!(
+        c.recv.bytes(0, 0, 16).iter().all(|&b| b == OUT_POISON),
+        "{what}: output written"
+    );
+}
+
+/// The grouped kernels' waits: a missing peer in any group position is named on timeout
+/// (the others present), and a raised abort flag ends the waits.
+#[test]
+fn grouped_timeout_and_abort_name_the_peer() {
+    for kind in [
+        SYM_KIND_ALL_REDUCE_ONE_SHOT,
+        SYM_KIND_ALL_GATHER,
+        SYM_KIND_REDUCE_SCATTER,
+    ] {
+        for proto in [SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+            for missing in [1u32, 4, 6] {
+                let mut c = Comm::new(7);
+                c.grouped = u64::MAX;
+                c.timeout_ns = 50_000_000;
+                let o = Op::sum(kind, proto, DataType::F32, 5, 1);
+                let present: Vec<u32> = (0..7).filter(|&r| r != missing).collect();
+                c.run_on(&o, &present);
+                for &r in &present {
+                    let e = *c.errors[r as usize];
+                    assert_eq!(
+                        (e.code, e.rank, e.peer),
+                        (ERR_TIMEOUT, r, missing),
+                        "kind {kind} proto {proto}, rank {missing} missing: {e:?}"
+                    );
                 }
             }
-            let e = *c.errors[0];
+            let mut c = Comm::new(5);
+            c.grouped = u64::MAX;
+            *c.abort = 1;
+            let o = Op::sum(kind, proto, DataType::Bf16, 9, 2);
+            c.run_on(&o, &[3]);
+            let e = *c.errors[3];
             assert_eq!(
-                (e.code, e.rank, e.peer),
-                (ERR_MISMATCH, 0, u32::MAX),
-                "proto {proto} kind {kind} {op:?}: {e:?}"
+                (e.code, e.rank),
+                (ERR_ABORTED, 3),
+                "kind {kind} proto {proto}: {e:?}"
             );
-            assert!(
-                c.recv.bytes(0, 0, 16).iter().all(|&b| b == OUT_POISON),
-                "proto {proto} kind {kind} {op:?}: output written"
-            );
+            assert!(e.peer < 5 && e.peer != 3, "kind {kind} proto {proto}: {e:?}");
+        }
+    }
+}
+
+/// The grouped kernels hold the one-shot all-reduce and the reduce-scatter with `Sum` and
+/// the all-gather, with `SYM_FLAG_GROUPED`: launched otherwise (the host never does:
+/// `sym_grouped_kernel_runs`), they record a mismatch without a peer and store no output.
+#[test]
+fn grouped_kernels_refuse_other_arguments() {
+    use oxccl_device::coll::sym::{sym_lamport_grouped, sym_ll_grouped};
+    for proto in [SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
+        assert!(!sym_grouped_kernel_runs(
+            proto,
+            SYM_KIND_ALL_REDUCE_ONE_SHOT,
+            RedOp::Sum as u32,
+            0
+        ));
+        assert!(sym_grouped_kernel_runs(
+            proto,
+            SYM_KIND_ALL_GATHER,
+            RedOp::Max as u32,
+            SYM_FLAG_GROUPED
+        ));
+        for (kind, op, grouped) in [
+            (SYM_KIND_ALL_REDUCE_ONE_SHOT, RedOp::Sum, false),
+            (SYM_KIND_ALL_REDUCE_TWO_SHOT, RedOp::Sum, true),
+            (SYM_KIND_ALL_REDUCE_ONE_SHOT, RedOp::Max, true),
+            (SYM_KIND_REDUCE_SCATTER, RedOp::Prod, true),
+        ] {
+            let flags = if grouped { SYM_FLAG_GROUPED } else { 0 };
+            assert!(!sym_grouped_kernel_runs(proto, kind, op as u32, flags));
+            let body = if proto == SYM_PROTO_LL {
+                sym_ll_grouped::<f32>
+            } else {
+                sym_lamport_grouped::<f32>
+            };
+            assert_refused(body, proto, kind, op, flags);
         }
     }
 }

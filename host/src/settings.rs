@@ -95,6 +95,11 @@ pub const SETTINGS: &[Setting] = &[
         help: "symmetric kernels on the GPU: 1 = launch grids of at most half the blocks per rank that fit with programmatic dependent launch (the next op's blocks are scheduled while the previous op runs, and start once it completed), 0 = ordinary launches",
     },
     Setting {
+        name: "OXCCL_SYM_GROUPED",
+        default: "auto",
+        help: "symmetric LL and Lamport kernels: the grouped kernels, which poll a line's peers four at a time (one-shot all-reduce and reduce-scatter with sum, all-gather): auto (from 7 ranks in one process, up to 32 KiB per rank, where they measured faster), on or 1 (wherever they apply), off or 0 (never)",
+    },
+    Setting {
         name: "OXCCL_STAGING_BYTES",
         default: "134217728",
         help: "communicators spanning processes: bytes of each of a rank's two staging buffers (must be equal on every rank)",
@@ -231,6 +236,11 @@ pub fn sym_ctas() -> u32 {
 /// `OXCCL_SYM_PDL`: false only for `0`.
 pub fn sym_pdl() -> bool {
     get_u64("OXCCL_SYM_PDL") != 0
+}
+
+/// `OXCCL_SYM_GROUPED` (as set; parsed by `Config::sym_policy`).
+pub fn sym_grouped() -> String {
+    get("OXCCL_SYM_GROUPED")
 }
 
 /// `OXCCL_STAGING_BYTES`, at least 4096.

@@ -82,6 +82,21 @@ pub const fn sym_sum_kernel_runs(proto: u32, kind: u32, op: u32) -> bool {
         && op == super::RedOp::Sum as u32
 }
 
+/// Whether a launch of protocol `proto`, kind `kind`, operator `op` and flags `flags` runs
+/// on the grouped mailbox kernels (`oxccl_sym_ll_grouped_<type>`,
+/// `oxccl_sym_lamport_grouped_<type>`): the host asked for them ([`SYM_FLAG_GROUPED`]), and
+/// the launch is one they hold: the one-shot all-reduce or the reduce-scatter with `Sum`,
+/// or the all-gather (any operator: it reduces nothing). Checked before
+/// [`sym_sum_kernel_runs`]. The host launches them exactly then; they check it and report
+/// any other arguments.
+pub const fn sym_grouped_kernel_runs(proto: u32, kind: u32, op: u32, flags: u32) -> bool {
+    (proto == SYM_PROTO_LL || proto == SYM_PROTO_LAMPORT)
+        && flags & SYM_FLAG_GROUPED != 0
+        && (kind == SYM_KIND_ALL_GATHER
+            || ((kind == SYM_KIND_ALL_REDUCE_ONE_SHOT || kind == SYM_KIND_REDUCE_SCATTER)
+                && op == super::RedOp::Sum as u32))
+}
+
 /// [`SymArgs::flags`]: clear this rank's LL mailbox between two barriers before the op,
 /// because its tag generation ([`sym_ll_generation`]) differs from the one of the
 /// communicator's previous LL op (see [`sym_ll_needs_reset`]).
@@ -103,6 +118,12 @@ pub const SYM_FLAG_ONE_DEVICE: u32 = 2;
 /// together and never keep a peer rank's blocks of this op from becoming resident; and the
 /// trigger comes after the wait, so that at most one waiting grid per stream is resident.
 pub const SYM_FLAG_EARLY_NEXT: u32 = 4;
+/// Run on the grouped mailbox kernels where they hold the launch
+/// ([`sym_grouped_kernel_runs`]): the reader polls a line's peers four at a time instead of
+/// one after the other, which pays from about seven ranks (the host's choice,
+/// `OXCCL_SYM_GROUPED`). The lines, the publish side and the header check are the same, so
+/// ranks that differ in this flag still meet. Ignored by every other kernel.
+pub const SYM_FLAG_GROUPED: u32 = 8;
 
 /// Arguments of the symmetric kernels, passed by value (layout in the module doc).
 #[repr(C)]

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
 use oxccl_device::abi::{
-    sym_sum_kernel_runs, AllReduceArgs, CollArgs, DataType, P2pArgs, SymArgs, SymInitArgs, ALGO_LL,
-    SYM_FLAG_EARLY_NEXT, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+    sym_grouped_kernel_runs, sym_sum_kernel_runs, AllReduceArgs, CollArgs, DataType, P2pArgs, SymArgs,
+    SymInitArgs, ALGO_LL, SYM_FLAG_EARLY_NEXT, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
 };
 use oxccl_device::kernels::{
-    all_reduce_kernel_name, all_reduce_ll_kernel_name, sym_kernel_name, sym_sum_kernel_name,
-    ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL, SYM_LAMPORT_INIT_KERNEL,
+    all_reduce_kernel_name, all_reduce_ll_kernel_name, sym_grouped_kernel_name, sym_kernel_name,
+    sym_sum_kernel_name, ALL_REDUCE_BLOCK_THREADS, P2P_KERNEL, SYM_LAMPORT_INIT_KERNEL,
 };
 
 use super::{Backend, BackendKind, CollKernel, Event, Grid, MappedMem, PhysHandle, Stream, WinAlloc};
@@ -97,6 +97,9 @@ pub(super) struct DeviceState {
     /// poisoning kernel.
     sym: HashMap<(u32, DataType), (usize, u32)>,
     sym_sum: HashMap<(u32, DataType), usize>,
+    /// The grouped kernels of LL and Lamport (`sym_grouped_kernel_runs`) and their blocks
+    /// per SM (more registers than the others: a grid runs grouped only within this bound).
+    sym_grouped: HashMap<(u32, DataType), (usize, u32)>,
     sym_init: usize,
 }
 
@@ -269,6 +272,7 @@ impl GpuBackend {
         let p2p = (p2p_fn, occupancy(p2p_fn)?);
         let mut sym = HashMap::new();
         let mut sym_sum = HashMap::new();
+        let mut sym_grouped = HashMap::new();
         for proto in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT] {
             for dt in DataType::ALL {
                 let name = sym_kernel_name(proto, dt).ok_or_else(|| Error::ModuleLoad {
@@ -284,6 +288,11 @@ impl GpuBackend {
                     // The CTA bounds hold for whichever of the two a call launches.
                     occ = occ.min(occupancy(g)?);
                     sym_sum.insert((proto, dt), g);
+                }
+                if let Some(grouped_name) = sym_grouped_kernel_name(proto, dt) {
+                    // SAFETY: as above.
+                    let g = unsafe { cuda::get_function(device as i32, module, grouped_name)? } as usize;
+                    sym_grouped.insert((proto, dt), (g, occupancy(g)?));
                 }
                 sym.insert((proto, dt), (f, occ));
             }
@@ -310,6 +319,7 @@ impl GpuBackend {
             p2p,
             sym,
             sym_sum,
+            sym_grouped,
             sym_init,
         });
         map.insert(device, st.clone());
@@ -682,7 +692,9 @@ impl Backend for GpuBackend {
             what: format!("data type {}", args.dtype),
         })?;
         let key = (args.proto, dt);
-        let k = if sym_sum_kernel_runs(args.proto, args.kind, args.op) {
+        let k = if sym_grouped_kernel_runs(args.proto, args.kind, args.op, args.flags) {
+            st.sym_grouped.get(&key).map(|k| k.0)
+        } else if sym_sum_kernel_runs(args.proto, args.kind, args.op) {
             st.sym_sum.get(&key).copied()
         } else {
             st.sym.get(&key).map(|k| k.0)
@@ -723,6 +735,17 @@ impl Backend for GpuBackend {
 
     fn max_sym_blocks_per_rank(&self, ranks_per_device: usize, proto: u32, dtype: DataType) -> u32 {
         self.blocks_per_rank(ranks_per_device, |s| s.sym.get(&(proto, dtype)).map(|k| k.1))
+    }
+
+    fn max_sym_grouped_blocks_per_rank(&self, ranks_per_device: usize, proto: u32, dtype: DataType) -> u32 {
+        self.blocks_per_rank(ranks_per_device, |s| {
+            let general = s.sym.get(&(proto, dtype))?.1;
+            Some(
+                s.sym_grouped
+                    .get(&(proto, dtype))
+                    .map_or(general, |k| k.1.min(general)),
+            )
+        })
     }
 
     fn max_p2p_blocks_per_rank(&self, ranks_per_device: usize) -> u32 {

@@ -168,6 +168,17 @@ pub trait Backend: Send + Sync + fmt::Debug {
         proto: u32,
         dtype: oxccl_device::abi::DataType,
     ) -> u32;
+    /// As [`Backend::max_sym_blocks_per_rank`], for the grouped kernel of `proto` and
+    /// `dtype` (`oxccl_device::abi::sym_grouped_kernel_runs`; never above the general
+    /// kernel's bound).
+    fn max_sym_grouped_blocks_per_rank(
+        &self,
+        ranks_per_device: usize,
+        proto: u32,
+        dtype: oxccl_device::abi::DataType,
+    ) -> u32 {
+        self.max_sym_blocks_per_rank(ranks_per_device, proto, dtype)
+    }
     /// Threads per block of the all-reduce (and of every other collective kernel).
     fn block_threads(&self) -> u32;
     /// Whether device `a` can map and access device `b`'s memory (asks only, enables

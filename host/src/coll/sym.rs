@@ -20,7 +20,10 @@
 //! all-reduce with `Sum` of LL and Lamport, the common small all-reduce, runs on kernels of
 //! its own (`oxccl_device::abi::sym_sum_kernel_runs`, chosen by the GPU backend's
 //! `launch_sym` and by the CPU backend's dispatch alike), a fraction of the general kernel's
-//! size, so that its hot path is short.
+//! size, so that its hot path is short. From seven ranks in one process, small one-shot
+//! all-reduces and reduce-scatters with `Sum` and all-gathers run on the grouped kernels
+//! (`oxccl_device::abi::sym_grouped_kernel_runs`, asked for with `SYM_FLAG_GROUPED`), which
+//! poll a line's peers four at a time (`OXCCL_SYM_GROUPED`; [`super::sym_table::grouped`]).
 //!
 //! # Choice (the symmetric tuner, printed by `oxccl tuner`; `OXCCL_SYM` forces a kernel)
 //! `auto` follows the measured table of [`super::sym_table`] (kernel and CTA count by
@@ -86,6 +89,16 @@ impl Drop for SymRes {
             }
         }
     }
+}
+
+/// How a symmetric launch runs ([`Comm::sym_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymPlan {
+    pub grid: Grid,
+    /// On the grouped kernels (`SYM_FLAG_GROUPED`).
+    pub grouped: bool,
+    /// Blocks per rank the kernel it runs may have resident (the occupancy bound).
+    pub max: u32,
 }
 
 /// Which kernel runs a call.
@@ -366,24 +379,53 @@ impl Comm {
             },
             state: res.state,
         };
-        let max =
-            self.group
-                .backend
-                .max_sym_blocks_per_rank(self.group.ranks_per_device, choice.proto, dtype);
+        let plan = self.sym_plan(choice, args.op, payload, dtype);
+        let grid = plan.grid;
+        let mut args = args;
+        if plan.grouped {
+            args.flags |= oxccl_device::abi::SYM_FLAG_GROUPED;
+        }
+        // Programmatic dependent launch only where this op's grid and the next op's waiting
+        // grid fit beside every other rank's on the device (SYM_FLAG_EARLY_NEXT's doc).
+        if grid.blocks.saturating_mul(2) <= plan.max && policy.pdl {
+            args.flags |= oxccl_device::abi::SYM_FLAG_EARLY_NEXT;
+        }
+        let grouped = plan.grouped;
+        tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), grouped, ?grid, "launch symmetric");
+        self.group.backend.launch_sym(stream, grid, &args)?;
+        Ok(true)
+    }
+
+    /// How a launch of `choice` with operator `op` (`RedOp` value) and `payload` bytes per
+    /// rank of `dtype` runs under this rank's policy: its grid (the table's CTA count within
+    /// the backend's and the config's bounds), whether on the grouped kernels (where
+    /// [`super::sym_table::grouped`] wants them and their occupancy holds that grid: the grid
+    /// never changes for them, so ranks with other grouped settings still launch the same
+    /// one), and the bound on blocks per rank of the kernel it runs.
+    pub fn sym_plan(&self, choice: SymChoice, op: u32, payload: u64, dtype: DataType) -> SymPlan {
+        let policy = self.sym_policy();
+        let backend = &self.group.backend;
+        let rpd = self.group.ranks_per_device;
+        let max = backend.max_sym_blocks_per_rank(rpd, choice.proto, dtype);
         let (lo, hi) = self.config().block_range(max);
         let grid = Grid {
             blocks: super::sym_table::ctas(choice, payload, dtype, hi, policy.ctas).max(lo),
-            threads: self.group.backend.block_threads(),
+            threads: backend.block_threads(),
         };
-        let mut args = args;
-        // Programmatic dependent launch only where this op's grid and the next op's waiting
-        // grid fit beside every other rank's on the device (SYM_FLAG_EARLY_NEXT's doc).
-        if grid.blocks.saturating_mul(2) <= max && policy.pdl {
-            args.flags |= oxccl_device::abi::SYM_FLAG_EARLY_NEXT;
+        let mut plan = SymPlan {
+            grid,
+            grouped: false,
+            max,
+        };
+        let spans = self.spans_processes();
+        if super::sym_table::grouped(choice, op, payload, self.count(), spans, policy.grouped) {
+            let gmax = backend.max_sym_grouped_blocks_per_rank(rpd, choice.proto, dtype);
+            if grid.blocks <= gmax {
+                plan.grouped = true;
+                plan.max = max.min(gmax);
+            }
         }
-        tracing::trace!(target: "oxccl::coll", op = op_name, choice = choice.name(), ?grid, "launch symmetric");
-        self.group.backend.launch_sym(stream, grid, &args)?;
-        Ok(true)
+        plan
     }
 
     /// The scratch window's descriptor and the sequence slots (tests).

@@ -117,7 +117,11 @@ const LAMPORT: Pick = Pick::Mailbox {
 ///
 /// LL and Lamport are within 0.15 us of each other up to 8 KiB; Lamport is ahead of or
 /// level with LL on 2 ranks at every size and far ahead from 32 KiB, so `auto` takes Lamport
-/// from the smallest size (before the Lamport kernels lost their entry fence it was 0.36 us
+/// from the smallest size. On an H200 (`benches/results/2026-12-07-grouped-h200.md`, call 2)
+/// LL leads by at most 0.09 us up to 2 KiB on 2, 4 and 8 ranks (2 ranks, 8 B: 1.99 / 1.95;
+/// 8 ranks, 8 B, both grouped: 4.23 / 4.16) and Lamport leads from 8 KiB (32 KiB: 2.05 /
+/// 2.17, 3.17 / 3.30, 5.10 / 6.36), the classic kernels 4.4-4.5, 7.8-8.2 and 11.1-12.0 us
+/// at 8 B-8 KiB: the same choice (before the Lamport kernels lost their entry fence it was 0.36 us
 /// behind LL on 2 ranks, and LL ran up to 64 bytes).
 ///
 /// Where Lamport gives way to the Simple two-shot, graph-replayed on the committed build
@@ -141,8 +145,21 @@ const LAMPORT: Pick = Pick::Mailbox {
 /// | 128 KiB | **5.35** / 7.98 | **6.29** / 8.22 | **7.71** / 8.70 | |
 /// | 256 KiB | 8.06 / 8.09 | 10.47 / **8.35** | 14.23 / **8.77** | |
 ///
+/// On an H200 (`benches/results/2026-12-07-grouped-h200.md`, call 2, graph-replayed,
+/// Lamport / Simple; 8 ranks with the grouped kernels where `auto` runs them):
+///
+/// | payload | 2 ranks | 3 ranks | 4 ranks | 5 ranks | 6 ranks | 7 ranks | 8 ranks |
+/// | ---: | --- | --- | --- | --- | --- | --- | --- |
+/// | 64 KiB | **2.07** / 5.68 | **2.70** / 6.26 | **3.32** / 6.46 | **3.99** / 6.89 | **4.80** / 7.14 | **5.51** / 7.50 | **6.29** / 7.88 |
+/// | 128 KiB | **2.23** / 5.79 | **2.95** / 6.35 | **3.72** / 6.54 | **5.03** / 6.95 | **5.88** / 7.23 | **7.13** / 7.64 | 8.18 / **7.95** |
+/// | 256 KiB | **3.09** / 5.92 | **3.79** / 6.46 | **4.87** / 6.62 | 7.65 / **7.08** | 9.57 / **7.39** | 12.28 / **7.71** | 15.14 / **7.97** |
+///
+/// The same crossovers but one: on 5 ranks Simple wins at 256 KiB by 0.57 us (the H100 had
+/// a tie), and the two cross near 220 KiB (linear between 128 and 256 KiB; on the H100 near
+/// 256 KiB).
+///
 /// So the all-reduce runs Lamport up to 256 KiB (the default `OXCCL_SYM_LL_MAX_BYTES`) on up
-/// to 5 ranks, up to 128 KiB on 6 and 7, and up to 112 KiB from 8.
+/// to 4 ranks, up to 192 KiB on 5, up to 128 KiB on 6 and 7, and up to 112 KiB from 8.
 ///
 /// The all-gather and the reduce-scatter, the same way (same call; payload = the block of
 /// one rank, us per op, Lamport / Simple):
@@ -162,7 +179,12 @@ const LAMPORT: Pick = Pick::Mailbox {
 /// | 256 KiB | 9.94 / **8.60**, 14.39 / **9.39**, 18.60 / **10.53** | 9.55 / **8.50**, 14.01 / **8.88**, 18.45 / **9.64** |
 ///
 /// So their Lamport rows end at 256 KiB on up to 4 ranks, at 128 KiB on 5 and 6, and at
-/// 64 KiB from 7 (the crossover lies between 64 and 128 KiB there). The classic kernels lost
+/// 64 KiB from 7 (the crossover lies between 64 and 128 KiB there). The H200 (call 2 above,
+/// Lamport / Simple) agrees at every row's end and past it: all-gather 2 / 4 ranks at
+/// 256 KiB **3.22** / 5.23, **5.68** / 6.46; 5 / 6 ranks at 128 KiB **5.60** / 6.70,
+/// **6.78** / 7.10 and at 256 KiB 8.96 / **7.38**, 12.15 / **8.16**; 7 / 8 ranks at 64 KiB
+/// **5.94** / 7.09, **6.96** / 7.48 and at 128 KiB 8.24 / **7.84**, 10.85 / **8.44**;
+/// reduce-scatter the same way but on 8 ranks at 64 KiB, a tie (7.71 / 7.61). The classic kernels lost
 /// to Simple at every size (all-gather on 2 ranks, 64 KiB 8.60 against 5.90 us; on 8 ranks,
 /// 256 KiB 24.46 against 11.86).
 ///
@@ -181,24 +203,27 @@ pub const KERNELS: &[KernelRow] = &{
         max_ranks: 0,
         up_to: 0,
         pick: Pick::Classic,
-    }; 24];
+    }; 30];
     let mut i = 0;
     while i < 3 {
         let c = SymColl::ALL[i];
         let mut k = 0;
         while k < 2 {
             let spans = k == 1;
-            let at = 8 * i + 4 * k;
+            let at = 10 * i + 5 * k;
             let all_reduce = i == 0;
-            let (any_up_to, to_256k, to_128k) = if all_reduce {
-                (112 << 10, 5, 7)
+            // The 192 KiB row is the all-reduce's (5 ranks); for the others it covers no
+            // rank count.
+            let (any_up_to, to_256k, to_192k, to_128k) = if all_reduce {
+                (112 << 10, 4, 5, 7)
             } else {
-                (64 << 10, 4, 6)
+                (64 << 10, 4, 0, 6)
             };
             rows[at] = KernelRow::new(c, spans, u32::MAX, any_up_to, LAMPORT);
             rows[at + 1] = KernelRow::new(c, spans, to_256k, 256 << 10, LAMPORT);
-            rows[at + 2] = KernelRow::new(c, spans, to_128k, 128 << 10, LAMPORT);
-            rows[at + 3] = KernelRow::new(c, spans, u32::MAX, u64::MAX, TWO_SHOT);
+            rows[at + 2] = KernelRow::new(c, spans, to_192k, 192 << 10, LAMPORT);
+            rows[at + 3] = KernelRow::new(c, spans, to_128k, 128 << 10, LAMPORT);
+            rows[at + 4] = KernelRow::new(c, spans, u32::MAX, u64::MAX, TWO_SHOT);
             k += 1;
         }
         i += 1;
@@ -230,7 +255,10 @@ pub struct CtaRow {
 /// win on 2 ranks at f32 256 KiB and i32 128 KiB (by 0.15 and 0.24 us) but lose at i32
 /// 256 KiB (by 0.66) and on 4 ranks (by 0.43-1.63); the rule is within 0.24 us of the best
 /// count in every case measured (`benches/results/2026-12-07-entry-h100.md`). The Simple kernels take as many as fit
-/// (2 ranks, 16 MiB: 40.4 us on 64 CTAs, 98.4 on 16).
+/// (2 ranks, 16 MiB: 40.4 us on 64 CTAs, 98.4 on 16). On an H200 (call 2 of
+/// `benches/results/2026-12-07-grouped-h200.md`, Lamport f32 at 1-64 CTAs) the rule's count
+/// is the best at 8, 32 and 128 KiB on 2 ranks and at 32 and 128 KiB on 8, and 0.09 us
+/// behind the best (8 CTAs, 4.80 us) at 8 KiB on 8 ranks.
 pub const CTAS: &[CtaRow] = &[
     CtaRow {
         proto: SYM_PROTO_LL,
@@ -296,6 +324,48 @@ pub fn choice_of(coll: SymColl, pick: Pick) -> Option<SymChoice> {
     }
 }
 
+/// Ranks from which `OXCCL_SYM_GROUPED=auto` runs the grouped kernels. With the ranks
+/// sharing one H200 in one process (`benches/results/2026-12-07-grouped-h200.md`), polling a
+/// line's peers four at a time takes 0.3-0.8 us off the 8-rank all-reduce, 0.9-1.3 off the
+/// all-gather and 1.0-1.5 off the reduce-scatter, and 0.15-0.45 off the 7-rank all-reduce;
+/// it adds 0.1-0.4 us on 2, 3 and 5 ranks (on an H100 it gained nothing or lost at 5-6:
+/// `benches/results/2026-12-07-groups-h100.md`).
+pub const GROUPED_FROM_RANKS: u32 = 7;
+
+/// Largest payload per rank (bytes) `auto` runs grouped: the 8-rank Lamport all-reduce
+/// gained 0.5-0.6 us at 16-32 KiB grouped and lost 0.16 us (2.6%) at 64 KiB; from 128 KiB
+/// the table's grids are larger than the grouped kernels' occupancy holds anyway.
+pub const GROUPED_MAX_BYTES: u64 = 32 << 10;
+
+/// Whether a launch of `choice` with operator `op` (`RedOp` value; anything for the
+/// all-gather) and `payload` bytes per rank on `nranks` ranks, spanning processes or not,
+/// runs on the grouped kernels under `setting` (`OXCCL_SYM_GROUPED`): only launches they
+/// hold (`oxccl_device::abi::sym_grouped_kernel_runs`), and under `auto` from
+/// [`GROUPED_FROM_RANKS`] ranks up to [`GROUPED_MAX_BYTES`], in one process: 8 ranks
+/// across processes under MPS ran the all-reduce 0.8-1.1 us slower grouped (same H200 run).
+pub fn grouped(
+    choice: SymChoice,
+    op: u32,
+    payload: u64,
+    nranks: u32,
+    spans: bool,
+    setting: super::sym_policy::Grouped,
+) -> bool {
+    use super::sym_policy::Grouped as G;
+    let holds = oxccl_device::abi::sym_grouped_kernel_runs(
+        choice.proto,
+        choice.kind,
+        op,
+        oxccl_device::abi::SYM_FLAG_GROUPED,
+    );
+    holds
+        && match setting {
+            G::Off => false,
+            G::On => true,
+            G::Auto => !spans && nranks >= GROUPED_FROM_RANKS && payload <= GROUPED_MAX_BYTES,
+        }
+}
+
 /// CTAs for `choice` moving `payload` bytes per rank of `dtype`: `forced` (`OXCCL_SYM_CTAS`,
 /// 0 = the table) or the table's, at least 1 and at most `max` (the occupancy and setting
 /// cap).
@@ -319,23 +389,24 @@ pub fn ctas(choice: SymChoice, payload: u64, dtype: DataType, max: u32, forced: 
 
 /// The table as `oxccl tuner` prints it: one line per payload size from 8 bytes to `max`
 /// (times 8), the kernel and CTA count of each collective of `dtype` on `nranks` ranks, for
-/// one process and across processes, under `setting` (`OXCCL_SYM`), `forced` CTAs and an
-/// occupancy cap `cap`.
-#[allow(clippy::too_many_arguments)]
+/// one process and across processes, under `policy` (`OXCCL_SYM`, `OXCCL_SYM_CTAS`,
+/// `OXCCL_SYM_GROUPED`), with an occupancy cap `cap`. A kernel the grouped kernels run for
+/// `Sum` is marked `+grouped`.
 pub fn print_table(
-    setting: super::sym_policy::SymSetting,
+    policy: super::sym_policy::SymPolicy,
     dtype: DataType,
     nranks: u32,
     ll_max: u64,
-    forced: u32,
     cap: u32,
     max: u64,
 ) -> String {
     use std::fmt::Write;
+    let (setting, forced) = (policy.setting, policy.ctas);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "symmetric kernels (buffers in registered windows; OXCCL_SYM={setting}, OXCCL_SYM_LL_MAX_BYTES={ll_max}, OXCCL_SYM_CTAS={forced}, cap {cap} CTAs per rank):"
+        "symmetric kernels (buffers in registered windows; OXCCL_SYM={setting}, OXCCL_SYM_LL_MAX_BYTES={ll_max}, OXCCL_SYM_CTAS={forced}, OXCCL_SYM_GROUPED={}, cap {cap} CTAs per rank):",
+        policy.grouped
     );
     for (spans, what) in [(false, "one process"), (true, "across processes")] {
         let _ = writeln!(s, "{what}:");
@@ -350,7 +421,15 @@ pub fn print_table(
             for c in SymColl::ALL {
                 let cell = match super::sym::choose(c.kind(), b, dtype, nranks, ll_max, setting, spans) {
                     None => "classic".to_string(),
-                    Some(ch) => format!("{} x{}", ch.name(), ctas(ch, b, dtype, cap, forced)),
+                    Some(ch) => {
+                        let sum = oxccl_device::abi::RedOp::Sum as u32;
+                        let g = if grouped(ch, sum, b, nranks, spans, policy.grouped) {
+                            "+grouped"
+                        } else {
+                            ""
+                        };
+                        format!("{}{g} x{}", ch.name(), ctas(ch, b, dtype, cap, forced))
+                    }
                 };
                 let _ = write!(s, " {cell:>30}");
             }
@@ -382,6 +461,54 @@ mod tests {
     }
 
     #[test]
+    fn grouped_where_measured_faster_and_held() {
+        use crate::coll::sym_policy::Grouped;
+        let sum = oxccl_device::abi::RedOp::Sum as u32;
+        let max = oxccl_device::abi::RedOp::Max as u32;
+        let ch = |kind, proto| SymChoice { kind, proto };
+        let ar = ch(SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_LAMPORT);
+        let ag = ch(SYM_KIND_ALL_GATHER, SYM_PROTO_LL);
+        let rs = ch(SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT);
+        for c in [ar, ag, rs] {
+            for n in [7, 8, 72] {
+                assert!(grouped(c, sum, 8, n, false, Grouped::Auto), "{c:?} {n}");
+                assert!(
+                    grouped(c, sum, GROUPED_MAX_BYTES, n, false, Grouped::Auto),
+                    "{c:?} {n}"
+                );
+                assert!(!grouped(c, sum, GROUPED_MAX_BYTES + 1, n, false, Grouped::Auto));
+                assert!(
+                    !grouped(c, sum, 8, n, true, Grouped::Auto),
+                    "{c:?} {n} across processes"
+                );
+                assert!(
+                    grouped(c, sum, 8, n, true, Grouped::On),
+                    "{c:?} {n} across processes"
+                );
+                assert!(!grouped(c, sum, 8, n, false, Grouped::Off));
+            }
+            for n in [1, 2, 6] {
+                assert!(!grouped(c, sum, 8, n, false, Grouped::Auto), "{c:?} {n}");
+                assert!(grouped(c, sum, 1 << 20, n, false, Grouped::On), "{c:?} {n}");
+            }
+        }
+        // Operators other than Sum (the all-gather reduces nothing), the two-shot, Simple.
+        assert!(!grouped(ar, max, 8, 8, false, Grouped::On));
+        assert!(!grouped(rs, max, 8, 8, false, Grouped::On));
+        assert!(grouped(ag, max, 8, 8, false, Grouped::Auto));
+        let two_shot = ch(SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_PROTO_LL);
+        assert!(!grouped(two_shot, sum, 8, 8, false, Grouped::On));
+        assert!(!grouped(
+            ch(SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_PROTO_SIMPLE),
+            sum,
+            8,
+            8,
+            false,
+            Grouped::On
+        ));
+    }
+
+    #[test]
     fn auto_follows_the_measurements() {
         let ar = SymColl::AllReduce;
         let one_shot = |proto| (SYM_KIND_ALL_REDUCE_ONE_SHOT, proto);
@@ -401,11 +528,12 @@ mod tests {
                     "mailbox rows need the payload to fit"
                 );
             }
-            // The all-reduce past 64 KiB: Lamport up to 256 KiB on up to 5 ranks, up to
-            // 128 KiB on 6-7, up to 112 KiB from 8; Simple above.
+            // The all-reduce past 64 KiB: Lamport up to 256 KiB on up to 4 ranks, up to
+            // 192 KiB on 5, up to 128 KiB on 6-7, up to 112 KiB from 8; Simple above.
             let kib = |k: u64| k << 10;
             let lamport = Some(one_shot(SYM_PROTO_LAMPORT));
-            let rows: [(&[u32], u64); 3] = [(&[1, 2, 3, 4, 5], 256), (&[6, 7], 128), (&[8, 72], 112)];
+            let rows: [(&[u32], u64); 4] =
+                [(&[1, 2, 3, 4], 256), (&[5], 192), (&[6, 7], 128), (&[8, 72], 112)];
             for (ranks, last) in rows {
                 for &n in ranks {
                     assert_eq!(

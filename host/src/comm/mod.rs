@@ -76,6 +76,10 @@ pub struct Config {
     /// Symmetric kernels on the GPU: programmatic dependent launch of small grids
     /// (`OXCCL_SYM_PDL`).
     pub sym_pdl: bool,
+    /// Symmetric LL and Lamport kernels: when the grouped kernels run (`OXCCL_SYM_GROUPED`:
+    /// `auto`, `on`, `off`; see [`crate::coll::sym_policy::Grouped`]); parsed when the
+    /// communicator is made, an invalid value fails it.
+    pub sym_grouped: String,
     /// Symmetric kernels: bytes per rank one LL or Lamport operation carries
     /// (`OXCCL_SYM_LL_MAX_BYTES`; used rounded up to 8, at least 8: [`Config::sym_ll_capacity`]).
     /// Sizes the scratch window made with the communicator's first registered window. Equal
@@ -100,6 +104,7 @@ impl Default for Config {
             sym: crate::settings::sym_choice(),
             sym_ctas: crate::settings::sym_ctas(),
             sym_pdl: crate::settings::sym_pdl(),
+            sym_grouped: crate::settings::sym_grouped(),
             sym_ll_max_bytes: crate::settings::sym_ll_max_bytes(),
         }
     }
@@ -127,8 +132,9 @@ impl Config {
         crate::settings::sym_ll_capacity(self.sym_ll_max_bytes)
     }
 
-    /// The symmetric-kernel policy of [`Config::sym`], [`Config::sym_ctas`] and
-    /// [`Config::sym_pdl`]; an invalid `sym` is an [`Error::InvalidSetting`].
+    /// The symmetric-kernel policy of [`Config::sym`], [`Config::sym_ctas`],
+    /// [`Config::sym_pdl`] and [`Config::sym_grouped`]; an invalid `sym` or `sym_grouped` is
+    /// an [`Error::InvalidSetting`].
     pub fn sym_policy(&self) -> Result<crate::coll::sym_policy::SymPolicy> {
         let setting =
             crate::coll::sym_policy::SymSetting::parse(&self.sym).map_err(|what| Error::InvalidSetting {
@@ -136,10 +142,18 @@ impl Config {
                 value: self.sym.clone(),
                 what,
             })?;
+        let grouped = crate::coll::sym_policy::Grouped::parse(&self.sym_grouped).map_err(|what| {
+            Error::InvalidSetting {
+                setting: "OXCCL_SYM_GROUPED",
+                value: self.sym_grouped.clone(),
+                what,
+            }
+        })?;
         Ok(crate::coll::sym_policy::SymPolicy {
             setting,
             ctas: self.sym_ctas,
             pdl: self.sym_pdl,
+            grouped,
         })
     }
 

@@ -19,7 +19,7 @@ use oxccl_device::abi::DataType;
 use super::sym::SymBufs;
 use super::Ranks;
 use crate::backend::{Backend, BackendKind};
-use crate::coll::sym_policy::{SymPolicy, SymSetting};
+use crate::coll::sym_policy::{Grouped, SymPolicy, SymSetting};
 use crate::coll::Op;
 use crate::comm::{Comm, Config};
 use crate::error::Error;
@@ -72,6 +72,8 @@ pub struct MismatchCase {
     pub setting: SymSetting,
     /// `OXCCL_SYM_CTAS` (0: the tuner's table).
     pub ctas: u32,
+    /// `OXCCL_SYM_GROUPED` of every rank's communicator.
+    pub grouped: Grouped,
     /// Rank `r` calls `calls[r]`.
     pub calls: Vec<Call>,
     /// Rank `r` must name one of `expect[r]`.
@@ -82,7 +84,11 @@ pub struct MismatchCase {
 impl MismatchCase {
     /// `ll on 8 CTAs, counts differ` (the prefix of its failures).
     pub fn label(&self) -> String {
-        format!("{} on {} CTAs, {}", self.setting, self.ctas, self.name)
+        let g = match self.grouped {
+            Grouped::Auto => String::new(),
+            g => format!(" (grouped {g})"),
+        };
+        format!("{}{g} on {} CTAs, {}", self.setting, self.ctas, self.name)
     }
 }
 
@@ -108,6 +114,7 @@ pub fn cases(ctas: &[u32]) -> Vec<MismatchCase> {
         name,
         setting,
         ctas,
+        grouped: Grouped::Auto,
         calls: calls.to_vec(),
         expect: expect.iter().map(|e| e.to_vec()).collect(),
         names: Names::Peer,
@@ -153,8 +160,8 @@ pub fn cases(ctas: &[u32]) -> Vec<MismatchCase> {
                 &[Ar(100, F32), Ar(100, F32), Ar(101, F32)],
                 &[&[2], &[2], &[0, 1]],
             ));
-            // More ranks than the mailbox kernels poll at once (`GROUP` in
-            // device/src/coll/sym/mailbox.rs): the odd rank's header is in a later group.
+            // More ranks than the grouped kernels poll at once (`GROUP` in
+            // device/src/coll/sym/grouped.rs): the odd rank's header is in a later group.
             out.push(case(
                 "one rank of six differs",
                 setting,
@@ -162,6 +169,38 @@ pub fn cases(ctas: &[u32]) -> Vec<MismatchCase> {
                 &[[Ar(100, F32); 5].as_slice(), &[Ar(101, F32)]].concat(),
                 &[&[5], &[5], &[5], &[5], &[5], &[0, 1, 2, 3, 4]],
             ));
+        }
+    }
+    // The grouped kernels (LL and Lamport, one-shot): seven ranks under `auto` (grouped
+    // there), and forced on for fewer, the odd rank first in its group, last, or alone in
+    // the last one; an all-gather against an all-reduce.
+    for setting in [SymSetting::Ll, SymSetting::Lamport] {
+        for &c in ctas {
+            out.push(case(
+                "one rank of seven differs",
+                setting,
+                c,
+                &[[Ar(100, F32); 3].as_slice(), &[Ar(64, F32)], &[Ar(100, F32); 3]].concat(),
+                &[&[3], &[3], &[3], &[0, 1, 2, 4, 5, 6], &[3], &[3], &[3]],
+            ));
+            let on = |mut m: MismatchCase| {
+                m.grouped = Grouped::On;
+                m
+            };
+            out.push(on(case(
+                "one rank of five differs",
+                setting,
+                c,
+                &[[Ar(100, F32); 4].as_slice(), &[Ar(99, F32)]].concat(),
+                &[&[4], &[4], &[4], &[4], &[0, 1, 2, 3]],
+            )));
+            out.push(on(case(
+                "collectives differ",
+                setting,
+                c,
+                &[Ar(128, F32), Ar(128, F32), Call::AllGather(128, F32)],
+                &[&[2], &[2], &[0, 1]],
+            )));
         }
     }
     for (two, one, proto) in [
@@ -234,6 +273,7 @@ pub fn run_case(
         timeout_ns: timeout.as_nanos().min(u64::MAX as u128) as u64,
         sym: case.setting.name().to_string(),
         sym_ctas: case.ctas,
+        sym_grouped: case.grouped.name().to_string(),
         ..Config::default()
     };
     let r = Comm::init_all_with(backend.clone(), &devices, cfg)

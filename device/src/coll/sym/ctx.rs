@@ -171,4 +171,11 @@ impl<'a> SymCtx<'a> {
             .wrapping_add((src as u64).wrapping_mul(self.slot_bytes))
             .wrapping_add(i.wrapping_mul(SYM_LINE_BYTES)) as *mut [u32; 4]
     }
+
+    /// The byte distance between the same line of two consecutive writers' slots
+    /// (`line_of(q, b, s + 1, i) - line_of(q, b, s, i)`).
+    #[inline(always)]
+    pub fn slot_bytes(&self) -> u64 {
+        self.slot_bytes
+    }
 }

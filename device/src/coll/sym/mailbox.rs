@@ -11,7 +11,8 @@
 //!    the traffic over the links): the whole input for the all-reduce and the all-gather,
 //!    block `q` to peer `q` for the reduce-scatter;
 //! 2. collect: for each of its lines, poll this rank's own slot of every peer in rank order
-//!    (this rank's own share from its input), then reduce (all-reduce, reduce-scatter:
+//!    (the grouped kernels: [`GROUP`] peers at once, [`super::grouped`]; this rank's own
+//!    share from its input), then reduce (all-reduce, reduce-scatter:
 //!    every rank combines the same values in the same order, so results are bit-identical)
 //!    or store the chunk into the peer's block of the output (all-gather).
 //!
@@ -30,6 +31,7 @@
 
 use super::barrier::sync;
 use super::chunk::{self, chunk_lanes};
+use super::grouped::{self, wait_lines, Group, GROUP};
 use super::line::{put_line, LineProto};
 use super::timeline::{self, Mark};
 use super::SymCtx;
@@ -46,9 +48,9 @@ use crate::prims::wait::{report_error, report_wait_error, Checked, Waiter};
 /// [`arch::SPINS_PER_CHECK`] spins (every spin on the host) the abort flag, this rank's
 /// error record, and the deadline ([`poll_check`], out of line).
 #[derive(Default)]
-struct Poll {
+pub(super) struct Poll {
     spins: u32,
-    total: u32,
+    pub(super) total: u32,
     start: u64,
 }
 
@@ -59,7 +61,7 @@ impl Poll {
     /// # Safety
     /// `c.a.error` must be a valid record or 0.
     #[inline(always)]
-    unsafe fn gave_up(&mut self, c: &SymCtx, peer: u32, v: [u32; 4]) -> bool {
+    pub(super) unsafe fn gave_up(&mut self, c: &SymCtx, peer: u32, v: [u32; 4]) -> bool {
         self.spins += 1;
         self.total = self.total.saturating_add(1);
         arch::spin_backoff(self.total);
@@ -155,7 +157,7 @@ unsafe fn wait_line_as<P: LineProto, const HEADER: bool>(
 
 /// The header line of slot `(buffer, src)` in rank `q`'s mailbox.
 #[inline(always)]
-fn header_of(c: &SymCtx, q: u32, buffer: u64, src: u32) -> *mut [u32; 4] {
+pub(super) fn header_of(c: &SymCtx, q: u32, buffer: u64, src: u32) -> *mut [u32; 4] {
     c.line_of(q, buffer, src, sym_header_line(c.a.slot_lines as u64))
 }
 
@@ -187,7 +189,7 @@ pub(super) unsafe fn publish_header<P: LineProto>(c: &SymCtx, p: &P) {
 /// # Safety
 /// As [`super::sym_ll`].
 #[inline(always)]
-unsafe fn header_matches(c: &SymCtx, peer: u32, h: [u32; 4]) -> bool {
+pub(super) unsafe fn header_matches(c: &SymCtx, peer: u32, h: [u32; 4]) -> bool {
     let theirs = sym_header_fingerprint(h);
     // 43 bits: the header's 48 carry it whole (the ABI tests check the round trip).
     let ours = fingerprint(c);
@@ -336,13 +338,14 @@ pub(super) fn rotated(c: &SymCtx, k: u32) -> u32 {
 
 /// The one-shot all-reduce (`rs` false) and the reduce-scatter (`rs` true) with operator
 /// `O`. `loaded`: the all-reduce's chunk `global thread` of this rank's input, already
-/// loaded (raw, before [`LineProto::canon`]), or `None` to load it here.
+/// loaded (raw, before [`LineProto::canon`]), or `None` to load it here. `GROUPED`: poll a
+/// line's peers [`GROUP`] at a time ([`super::grouped`]), else one after the other.
 ///
 /// # Safety
 /// As [`super::sym_ll`] / [`super::sym_lamport`]; `loaded`, if given, holds what
 /// [`chunk::load`] returns for that chunk.
 #[inline(always)]
-pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(
+pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto, const GROUPED: bool>(
     c: &SymCtx,
     op: &O,
     p: &P,
@@ -399,35 +402,54 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(
     timeline::mark(gt, c.me, Mark::Published);
     let own = if rs { send + c.me as u64 * bytes } else { send };
     let nl = chunk_lanes::<T>(P::DATA);
+    // This rank's own share of line `i`: the all-reduce's first from the publish loop.
+    let kept = if rs { None } else { Some(first) };
     let mut i = gt;
     while i < nlines {
         let mut acc = [op.first(T::from_le_u64(0)); 16];
-        let mut q = 0;
-        while q < c.n {
-            let d = if q == c.me {
-                if !rs && i == gt {
-                    first
+        if GROUPED {
+            let mut base = 0;
+            while base < c.n {
+                let g = Group::of(c, p, base, i);
+                let head = if checks && i == gt { g.peers } else { 0 };
+                let got = if g.peers != 0 {
+                    match wait_lines(c, p, &g, g.peers, head) {
+                        Some(x) => x,
+                        None => return,
+                    }
                 } else {
-                    p.canon(chunk::load::<T>(P::DATA, own, i, bytes))
-                }
-            } else {
-                let l = c.line_of(c.me, buf, q, i);
-                match wait_line_checked(c, p, l, q, checks && i == gt) {
-                    Some(d) => d,
-                    None => return,
-                }
-            };
-            let mut l = 0;
-            while l < nl {
-                let x = get_lane::<T>(&d, l);
-                acc[l] = if q == 0 {
-                    op.first(x)
-                } else {
-                    op.combine(acc[l], x)
+                    [[0u32; 4]; GROUP]
                 };
-                l += 1;
+                let mut k = 0;
+                while k < GROUP {
+                    let q = g.rank(k);
+                    if q < c.n {
+                        let d = if q == c.me {
+                            own_share::<T, P>(p, own, i, bytes, gt, kept)
+                        } else {
+                            got[k]
+                        };
+                        fold::<T, O>(op, &mut acc, q, &d, nl);
+                    }
+                    k += 1;
+                }
+                base += GROUP as u32;
             }
-            q += 1;
+        } else {
+            let mut q = 0;
+            while q < c.n {
+                let d = if q == c.me {
+                    own_share::<T, P>(p, own, i, bytes, gt, kept)
+                } else {
+                    let l = c.line_of(c.me, buf, q, i);
+                    match wait_line_checked(c, p, l, q, checks && i == gt) {
+                        Some(d) => d,
+                        None => return,
+                    }
+                };
+                fold::<T, O>(op, &mut acc, q, &d, nl);
+                q += 1;
+            }
         }
         let mut out = [0u32; 4];
         let mut l = 0;
@@ -440,16 +462,65 @@ pub unsafe fn reduce_kind<T: Elem, O: Reduce<T>, P: LineProto>(
     }
     timeline::mark(gt, c.me, Mark::Collected);
     if checks && nlines == 0 {
-        check_headers_alone(c, p);
+        headers_alone::<P, GROUPED>(c, p);
     }
 }
 
-/// The all-gather.
+/// Rank `q`'s share `d` of a line folded into the accumulators of its `nl` lanes (ranks in
+/// order: rank 0's share starts them).
+#[inline(always)]
+fn fold<T: Elem, O: Reduce<T>>(op: &O, acc: &mut [T::Acc; 16], q: u32, d: &[u32; 4], nl: usize) {
+    let mut l = 0;
+    while l < nl {
+        let x = get_lane::<T>(d, l);
+        acc[l] = if q == 0 {
+            op.first(x)
+        } else {
+            op.combine(acc[l], x)
+        };
+        l += 1;
+    }
+}
+
+/// This rank's own share of line `i` from `own`: `kept` for the thread's first line
+/// (`i == gt`) where the publish loop kept it, else loaded.
+///
+/// # Safety
+/// As [`chunk::load`].
+#[inline(always)]
+unsafe fn own_share<T: Elem, P: LineProto>(
+    p: &P,
+    own: u64,
+    i: u64,
+    bytes: u64,
+    gt: u64,
+    kept: Option<[u32; 4]>,
+) -> [u32; 4] {
+    match kept {
+        Some(d) if i == gt => d,
+        _ => p.canon(chunk::load::<T>(P::DATA, own, i, bytes)),
+    }
+}
+
+/// [`check_headers_alone`], or with `GROUPED` [`grouped::check_headers`].
+///
+/// # Safety
+/// As [`super::sym_ll`].
+#[inline(always)]
+unsafe fn headers_alone<P: LineProto, const GROUPED: bool>(c: &SymCtx, p: &P) -> bool {
+    if GROUPED {
+        grouped::check_headers(c, p)
+    } else {
+        check_headers_alone(c, p)
+    }
+}
+
+/// The all-gather (`GROUPED`: as in [`reduce_kind`]).
 ///
 /// # Safety
 /// As [`super::sym_ll`] / [`super::sym_lamport`].
 #[inline(always)]
-pub unsafe fn all_gather<T: Elem, P: LineProto>(c: &SymCtx, p: &P) {
+pub unsafe fn all_gather<T: Elem, P: LineProto, const GROUPED: bool>(c: &SymCtx, p: &P) {
     let a = c.a;
     let bytes = a.count * core::mem::size_of::<T>() as u64;
     let Some(nlines) = lines_of::<P>(c, bytes) else {
@@ -478,19 +549,41 @@ pub unsafe fn all_gather<T: Elem, P: LineProto>(c: &SymCtx, p: &P) {
 
     let mut i = gt;
     while i < nlines {
-        let mut k = 1;
-        while k < c.n {
-            let q = rotated(c, k);
-            let l = c.line_of(c.me, buf, q, i);
-            match wait_line_checked(c, p, l, q, checks && i == gt) {
-                Some(d) => chunk::store::<T>(P::DATA, recv + q as u64 * bytes, i, bytes, d),
-                None => return,
+        if GROUPED {
+            let mut base = 0;
+            while base < c.n {
+                let g = Group::of(c, p, base, i);
+                let head = if checks && i == gt { g.peers } else { 0 };
+                if g.peers != 0 {
+                    let Some(got) = wait_lines(c, p, &g, g.peers, head) else {
+                        return;
+                    };
+                    let mut k = 0;
+                    while k < GROUP {
+                        if g.peers & (1 << k) != 0 {
+                            let q = g.rank(k);
+                            chunk::store::<T>(P::DATA, recv + q as u64 * bytes, i, bytes, got[k]);
+                        }
+                        k += 1;
+                    }
+                }
+                base += GROUP as u32;
             }
-            k += 1;
+        } else {
+            let mut k = 1;
+            while k < c.n {
+                let q = rotated(c, k);
+                let l = c.line_of(c.me, buf, q, i);
+                match wait_line_checked(c, p, l, q, checks && i == gt) {
+                    Some(d) => chunk::store::<T>(P::DATA, recv + q as u64 * bytes, i, bytes, d),
+                    None => return,
+                }
+                k += 1;
+            }
         }
         i += nt;
     }
     if checks && nlines == 0 {
-        check_headers_alone(c, p);
+        headers_alone::<P, GROUPED>(c, p);
     }
 }

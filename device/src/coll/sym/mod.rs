@@ -27,7 +27,10 @@
 //!
 //! LL and Lamport run every kind in [`mailbox`] (one-shot all-reduce, all-gather,
 //! reduce-scatter) and [`two_shot`] (the two-shot all-reduce: a reduce-scatter by pushes into
-//! the owners' mailboxes, then an all-gather of the reduced blocks by pushes, in one op).
+//! the owners' mailboxes, then an all-gather of the reduced blocks by pushes, in one op). The
+//! grouped kernels ([`grouped`], `SYM_FLAG_GROUPED`) run the same mailbox protocol for the
+//! one-shot all-reduce and reduce-scatter with `Sum` and the all-gather, their readers
+//! polling a line's peers four at a time.
 //!
 //! # The dependency every op provides
 //! In every kernel here, every rank receives something from every other rank that the
@@ -126,6 +129,7 @@
 pub mod barrier;
 mod chunk;
 mod ctx;
+pub mod grouped;
 pub mod line;
 pub mod mailbox;
 pub mod simple;
@@ -135,7 +139,8 @@ pub mod two_shot;
 pub use ctx::SymCtx;
 
 use crate::abi::{
-    sym_line_data, sym_ll_generation, sym_sum_kernel_runs, MAX_BLOCKS, SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET,
+    sym_grouped_kernel_runs, sym_line_data, sym_ll_generation, sym_sum_kernel_runs, MAX_BLOCKS,
+    SYM_FLAG_EARLY_NEXT, SYM_FLAG_LL_RESET,
 };
 use crate::abi::{
     SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
@@ -195,7 +200,7 @@ unsafe fn sym_simple_at<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// accessed in this rank's copy).
 #[inline(always)]
 pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    sym_mailbox::<T, false, false>(ctx, a)
+    sym_mailbox::<T, false, false, false>(ctx, a)
 }
 
 /// The LL one-shot all-reduce with `Sum` alone ([`sym_sum_kernel_runs`]): what [`sym_ll`]
@@ -205,7 +210,7 @@ pub unsafe fn sym_ll<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// As [`sym_ll`].
 #[inline(always)]
 pub unsafe fn sym_ll_sum<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    sym_mailbox::<T, false, true>(ctx, a)
+    sym_mailbox::<T, false, true, false>(ctx, a)
 }
 
 /// The Lamport kernels of element type `T` (one-shot and two-shot all-reduce, all-gather,
@@ -217,7 +222,7 @@ pub unsafe fn sym_ll_sum<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// [`sym_lamport_init`] before its first use.
 #[inline(always)]
 pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    sym_mailbox::<T, true, false>(ctx, a)
+    sym_mailbox::<T, true, false, false>(ctx, a)
 }
 
 /// The Lamport one-shot all-reduce with `Sum` alone ([`sym_sum_kernel_runs`]), in a kernel
@@ -227,7 +232,27 @@ pub unsafe fn sym_lamport<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// As [`sym_lamport`].
 #[inline(always)]
 pub unsafe fn sym_lamport_sum<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
-    sym_mailbox::<T, true, true>(ctx, a)
+    sym_mailbox::<T, true, true, false>(ctx, a)
+}
+
+/// The grouped LL kernels ([`sym_grouped_kernel_runs`]: the one-shot all-reduce and the
+/// reduce-scatter with `Sum`, and the all-gather, polling a line's peers [`grouped::GROUP`]
+/// at a time).
+///
+/// # Safety
+/// As [`sym_ll`].
+#[inline(always)]
+pub unsafe fn sym_ll_grouped<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    sym_mailbox::<T, false, false, true>(ctx, a)
+}
+
+/// The grouped Lamport kernels (as [`sym_ll_grouped`]).
+///
+/// # Safety
+/// As [`sym_lamport`].
+#[inline(always)]
+pub unsafe fn sym_lamport_grouped<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
+    sym_mailbox::<T, true, false, true>(ctx, a)
 }
 
 /// An LL (`LAMPORT` false) or Lamport kernel; with `SUM_ONLY`, one that holds the one-shot
@@ -235,17 +260,22 @@ pub unsafe fn sym_lamport_sum<T: Elem>(ctx: &ExecCtx, a: &SymArgs) {
 /// twelfth of the general one's size, with no run-time dispatch on kind and operator: on an
 /// H100 its graph-replayed op is 0.2-0.3 us shorter on 1 and 2 ranks, and the phase
 /// timeline ([`timeline`]) puts the gain in the argument checks and dispatch and in the
-/// publish phase (`benches/results/2026-12-07-phases-h100.md`).
+/// publish phase (`benches/results/2026-12-07-phases-h100.md`). With `GROUPED` (and not
+/// `SUM_ONLY`), one that holds the launches of [`sym_grouped_kernel_runs`], polling a
+/// line's peers a group at a time ([`grouped`]).
 ///
 /// # Safety
 /// As [`sym_ll`] / [`sym_lamport`].
 #[inline(always)]
-unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &ExecCtx, a: &SymArgs) {
+unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool, const GROUPED: bool>(
+    ctx: &ExecCtx,
+    a: &SymArgs,
+) {
     let t0 = timeline::now();
     warm::<T, LAMPORT>(ctx, a);
     stream_order(a);
     let t1 = timeline::now();
-    let first = if SUM_ONLY {
+    let first = if SUM_ONLY || (GROUPED && a.kind == SYM_KIND_ALL_REDUCE_ONE_SHOT) {
         first_chunk::<T, LAMPORT>(ctx, a)
     } else {
         None
@@ -260,6 +290,9 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
         None if SUM_ONLY && !sym_sum_kernel_runs(a.proto, a.kind, a.op) => {
             Some(((a.kind as u64) << 32) | a.op as u64)
         }
+        None if GROUPED && !sym_grouped_kernel_runs(a.proto, a.kind, a.op, a.flags) => {
+            Some(((a.kind as u64) << 32) | a.op as u64)
+        }
         f => f,
     };
     let failed = enter_sync(ctx, &e, fault.is_some());
@@ -268,7 +301,7 @@ unsafe fn sym_mailbox<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(ctx: &
     timeline::record(gt, me, Mark::Waited, t1);
     timeline::mark(gt, me, Mark::Entered);
     if !failed {
-        sym_mailbox_at::<T, LAMPORT, SUM_ONLY>(&c, first);
+        sym_mailbox_at::<T, LAMPORT, SUM_ONLY, GROUPED>(&c, first);
     } else if let (Some(detail), 0) = (fault, e.err) {
         // Arguments the host should have rejected (and no earlier error to keep).
         c.bad_arg(detail);
@@ -360,19 +393,19 @@ unsafe fn first_chunk<T: Elem, const LAMPORT: bool>(ctx: &ExecCtx, a: &SymArgs) 
 /// The body of [`sym_mailbox`], on the sequence number in effect, its arguments checked
 /// ([`SymCtx::fault`]; `first`: the chunk [`first_chunk`] loaded, if any).
 #[inline(always)]
-unsafe fn sym_mailbox_at<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool>(
+unsafe fn sym_mailbox_at<T: Elem, const LAMPORT: bool, const SUM_ONLY: bool, const GROUPED: bool>(
     c: &SymCtx,
     first: Option<[u32; 4]>,
 ) {
     let seq = c.a.seq;
     if LAMPORT {
         if lamport_full::<T>() {
-            run_mailbox::<T, LamportFull<T>, SUM_ONLY>(c, LamportFull::of(seq), first);
+            run_mailbox::<T, LamportFull<T>, SUM_ONLY, GROUPED>(c, LamportFull::of(seq), first);
         } else {
-            run_mailbox::<T, LamportSplit, SUM_ONLY>(c, LamportSplit::of(seq), first);
+            run_mailbox::<T, LamportSplit, SUM_ONLY, GROUPED>(c, LamportSplit::of(seq), first);
         }
     } else if mailbox::ll_reset(c) {
-        run_mailbox::<T, Ll, SUM_ONLY>(c, Ll::of(seq), first);
+        run_mailbox::<T, Ll, SUM_ONLY, GROUPED>(c, Ll::of(seq), first);
     }
 }
 
@@ -480,17 +513,25 @@ unsafe fn seq_end(ctx: &ExecCtx, at: &SymArgs) {
 }
 
 #[inline(always)]
-unsafe fn run_mailbox<T: Elem, P: LineProto, const SUM_ONLY: bool>(
+unsafe fn run_mailbox<T: Elem, P: LineProto, const SUM_ONLY: bool, const GROUPED: bool>(
     c: &SymCtx,
     p: P,
     first: Option<[u32; 4]>,
 ) {
     let a = c.a;
     if SUM_ONLY {
-        return mailbox::reduce_kind::<T, Sum, P>(c, &Sum, &p, false, first);
+        return mailbox::reduce_kind::<T, Sum, P, false>(c, &Sum, &p, false, first);
+    }
+    if GROUPED {
+        // The kinds of `sym_grouped_kernel_runs`, checked at entry.
+        return match a.kind {
+            SYM_KIND_ALL_GATHER => mailbox::all_gather::<T, P, true>(c, &p),
+            SYM_KIND_REDUCE_SCATTER => mailbox::reduce_kind::<T, Sum, P, true>(c, &Sum, &p, true, None),
+            _ => mailbox::reduce_kind::<T, Sum, P, true>(c, &Sum, &p, false, first),
+        };
     }
     match a.kind {
-        SYM_KIND_ALL_GATHER => mailbox::all_gather::<T, P>(c, &p),
+        SYM_KIND_ALL_GATHER => mailbox::all_gather::<T, P, false>(c, &p),
         SYM_KIND_ALL_REDUCE_ONE_SHOT | SYM_KIND_ALL_REDUCE_TWO_SHOT | SYM_KIND_REDUCE_SCATTER => {
             struct Body<'a, P>(&'a SymCtx<'a>, &'a P);
             impl<T: Elem, P: LineProto> OpBody<T> for Body<'_, P> {
@@ -500,7 +541,7 @@ unsafe fn run_mailbox<T: Elem, P: LineProto, const SUM_ONLY: bool>(
                         two_shot::all_reduce::<T, O, P>(self.0, &op, self.1)
                     } else {
                         let rs = self.0.a.kind == SYM_KIND_REDUCE_SCATTER;
-                        mailbox::reduce_kind::<T, O, P>(self.0, &op, self.1, rs, None)
+                        mailbox::reduce_kind::<T, O, P, false>(self.0, &op, self.1, rs, None)
                     }
                 }
             }

@@ -187,7 +187,7 @@ pub(crate) fn perf_table(
                 fmt_bytes(size),
                 count,
                 if bufs.is_some() {
-                    sym_choice_name(r, coll, count, dt)
+                    sym_choice_name(r, coll, count, dt, red)
                 } else if coll == Coll::AllReduce {
                     choice_name(r, dt, size)
                 } else if coll == Coll::SendRecv {
@@ -314,15 +314,7 @@ pub(crate) fn tuner_table(a: &TunerArgs) -> Result<(), String> {
     let cap = (132 * 2 / a.ranks.max(1)).clamp(1, oxccl_device::abi::MAX_BLOCKS as u32);
     print!(
         "\n{}",
-        oxccl::coll::sym_table::print_table(
-            sym.setting,
-            dt,
-            a.ranks,
-            cfg.sym_ll_capacity(),
-            sym.ctas,
-            cap,
-            max
-        )
+        oxccl::coll::sym_table::print_table(sym, dt, a.ranks, cfg.sym_ll_capacity(), cap, max)
     );
     Ok(())
 }

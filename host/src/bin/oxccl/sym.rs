@@ -88,7 +88,7 @@ pub(crate) fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
                                 );
                                 bufs.release(&r).and(k)
                             });
-                            let name = sym_choice_name(&r, coll, count, dt);
+                            let name = sym_choice_name(&r, coll, count, dt, red);
                             match res {
                                 Ok(k) => {
                                     passed += 1;
@@ -124,15 +124,20 @@ pub(crate) fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
     }
 }
 
-pub(crate) fn sym_choice_name(r: &Ranks, coll: Coll, count: usize, dt: DataType) -> String {
+pub(crate) fn sym_choice_name(r: &Ranks, coll: Coll, count: usize, dt: DataType, red: RedOp) -> String {
     let kind = match coll {
         Coll::AllGather => oxccl_device::abi::SYM_KIND_ALL_GATHER,
         Coll::ReduceScatter => oxccl_device::abi::SYM_KIND_REDUCE_SCATTER,
         _ => oxccl_device::abi::SYM_KIND_ALL_REDUCE_ONE_SHOT,
     };
-    r.comms[0]
-        .sym_choice(kind, (count * dt.size()) as u64, dt)
-        .map_or("classic (not sym)".into(), |c| c.name().to_string())
+    let payload = (count * dt.size()) as u64;
+    let c = &r.comms[0];
+    c.sym_choice(kind, payload, dt)
+        .map_or("classic (not sym)".into(), |ch| {
+            let plan = c.sym_plan(ch, red as u32, payload, dt);
+            let g = if plan.grouped { "+grouped" } else { "" };
+            format!("{}{g}", ch.name())
+        })
 }
 
 #[derive(Args)]
@@ -177,10 +182,13 @@ pub(crate) fn sym_mismatch(a: &SymMismatchArgs) -> Result<(), String> {
             0 => "tuner's".to_string(),
             c => c.to_string(),
         };
+        let name = match case.grouped {
+            oxccl::coll::sym_policy::Grouped::Auto => case.name.to_string(),
+            g => format!("{} (grouped {g})", case.name),
+        };
         let head = format!(
-            "{:<16} {ctas:>7} CTAs  {:<33} {} ranks",
+            "{:<16} {ctas:>7} CTAs  {name:<38} {} ranks",
             case.setting,
-            case.name,
             case.calls.len()
         );
         match mismatch::run_case(&b, &a.devices, timeout, case) {
