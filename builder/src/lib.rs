@@ -69,6 +69,8 @@ pub struct Config {
     /// Where `oxccl.ptx`, `oxccl_device.bc` and `oxccl_device.h` are written (by [`build`]) or compared (by [`check`]).
     pub out_dir: PathBuf,
     pub ptxas: PtxasMode,
+    /// ptxas's `-split-compile` (1: one thread, the default; 0: one per CPU).
+    pub ptxas_threads: u32,
     pub hot_kernels: Vec<String>,
     /// Echo the nested cargo's output.
     pub verbose: bool,
@@ -84,6 +86,7 @@ impl Config {
             out_dir: workspace.join("ptx"),
             workspace,
             ptxas: PtxasMode::Auto,
+            ptxas_threads: 1,
             hot_kernels: hot_kernels().iter().map(|s| s.to_string()).collect(),
             verbose: false,
         })
@@ -229,7 +232,7 @@ fn run_ptxas(cfg: &Config, ptx: &Path) -> Result<PtxasReport> {
     };
     let cubin = cfg.out_dir.join(CUBIN_FILE);
     let tmp = cfg.out_dir.join(format!("{CUBIN_FILE}.tmp"));
-    let usages = ptxas::run(&path, ptx, nvptx::TARGET_CPU, &tmp)?;
+    let usages = ptxas::run(&path, ptx, nvptx::TARGET_CPU, &tmp, cfg.ptxas_threads)?;
     std::fs::rename(&tmp, &cubin).map_err(Error::io(&cubin))?;
     let ptx_bytes = std::fs::read(ptx).map_err(Error::io(ptx))?;
     let stamp = cfg.out_dir.join(CUBIN_STAMP_FILE);

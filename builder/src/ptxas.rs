@@ -82,10 +82,14 @@ impl Usage {
     }
 }
 
-/// Assembles `ptx` for `arch` with `-v` into `cubin` and returns ptxas's report, in its
-/// order.
-pub fn run(ptxas: &Path, ptx: &Path, arch: &str, cubin: &Path) -> Result<Vec<Usage>> {
-    let out = Command::new(ptxas)
+/// Assembles `ptx` for `arch` with `-v` into `cubin` on `threads` threads (`-split-compile`;
+/// 1: one, 0: one per CPU) and returns ptxas's report, in its order.
+pub fn run(ptxas: &Path, ptx: &Path, arch: &str, cubin: &Path, threads: u32) -> Result<Vec<Usage>> {
+    let mut cmd = Command::new(ptxas);
+    if threads != 1 {
+        cmd.arg("-split-compile").arg(threads.to_string());
+    }
+    let out = cmd
         .arg(format!("-arch={arch}"))
         .arg("-v")
         .arg("-o")

@@ -122,7 +122,7 @@ fn user_kernel_links_against_the_device_bitcode() {
     match ptxas::find(&ws).unwrap() {
         ptxas::Found::At(p) => {
             let cubin = dir.path().join("user.cubin");
-            let usage = ptxas::run(&p, &ptx_path, nvptx::TARGET_CPU, &cubin)
+            let usage = ptxas::run(&p, &ptx_path, nvptx::TARGET_CPU, &cubin, 1)
                 .unwrap_or_else(|e| panic!("ptxas rejected the linked user kernel: {e}"));
             assert!(
                 usage.iter().any(|u| u.entry && u.name == USER_KERNEL),
