@@ -161,6 +161,48 @@ pub(crate) struct SymMismatchArgs {
     messages: bool,
 }
 
+/// The bound on one `sym-mismatch` case, whatever the kernels do: every wait in them gives
+/// up at the communicator's timeout, but a kernel that did not would block its stream's
+/// synchronization for good, and the tool must not hang silently. A thread that, once a case
+/// has run past `limit`, names it and ends the process with status 2.
+struct Watchdog {
+    current: std::sync::Arc<std::sync::Mutex<Option<(String, std::time::Instant)>>>,
+}
+
+impl Watchdog {
+    fn start(limit: std::time::Duration) -> Self {
+        let current = std::sync::Arc::new(std::sync::Mutex::new(None::<(String, std::time::Instant)>));
+        let watched = current.clone();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let late = watched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .filter(|(_, t0)| t0.elapsed() > limit)
+                .map(|(label, _)| label.clone());
+            if let Some(label) = late {
+                eprintln!(
+                    "oxccl sym-mismatch: case {label} has run for over {limit:?} (the kernels' waits should have given up at the timeout long before); exiting"
+                );
+                std::process::exit(2);
+            }
+        });
+        Watchdog { current }
+    }
+
+    /// No case runs.
+    fn disarm(&self) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The case `label` starts now.
+    fn arm(&self, label: &str) {
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((label.to_string(), std::time::Instant::now()));
+    }
+}
+
 pub(crate) fn sym_mismatch(a: &SymMismatchArgs) -> Result<(), String> {
     use harness::mismatch;
     let (b, desc) = pick_backend(a.backend).map_err(|e| e.to_string())?;
@@ -177,7 +219,9 @@ pub(crate) fn sym_mismatch(a: &SymMismatchArgs) -> Result<(), String> {
         a.timeout_ms
     );
     let mut failed = Vec::new();
+    let watchdog = Watchdog::start(timeout * 4 + std::time::Duration::from_secs(20));
     for case in &cases {
+        watchdog.arm(&case.label());
         let ctas = match case.ctas {
             0 => "tuner's".to_string(),
             c => c.to_string(),
@@ -212,6 +256,7 @@ pub(crate) fn sym_mismatch(a: &SymMismatchArgs) -> Result<(), String> {
             }
         }
     }
+    watchdog.disarm();
     match failed.as_slice() {
         [] => {
             println!("sym-mismatch: {} cases passed", cases.len());
