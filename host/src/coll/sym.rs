@@ -44,7 +44,7 @@ use oxccl_device::abi::{
 };
 use oxccl_device::api::abi::WindowDesc;
 
-use super::sym_policy::SymSetting;
+use super::sym_policy::{SymPolicy, SymSetting};
 use super::Op;
 use crate::backend::{Backend, Grid, Stream};
 use crate::comm::Comm;
@@ -379,7 +379,7 @@ impl Comm {
             },
             state: res.state,
         };
-        let plan = self.sym_plan(choice, args.op, payload, dtype);
+        let plan = self.plan_with(choice, args.op, payload, dtype, &policy, spans);
         let grid = plan.grid;
         let mut args = args;
         if plan.grouped {
@@ -403,7 +403,27 @@ impl Comm {
     /// never changes for them, so ranks with other grouped settings still launch the same
     /// one), and the bound on blocks per rank of the kernel it runs.
     pub fn sym_plan(&self, choice: SymChoice, op: u32, payload: u64, dtype: DataType) -> SymPlan {
-        let policy = self.sym_policy();
+        self.plan_with(
+            choice,
+            op,
+            payload,
+            dtype,
+            &self.sym_policy(),
+            self.spans_processes(),
+        )
+    }
+
+    /// [`Comm::sym_plan`] under `policy`, on ranks spanning processes or not (the launch
+    /// path passes the snapshot it chose the kernel with, read once per call).
+    fn plan_with(
+        &self,
+        choice: SymChoice,
+        op: u32,
+        payload: u64,
+        dtype: DataType,
+        policy: &SymPolicy,
+        spans: bool,
+    ) -> SymPlan {
         let backend = &self.group.backend;
         let rpd = self.group.ranks_per_device;
         let max = backend.max_sym_blocks_per_rank(rpd, choice.proto, dtype);
@@ -417,7 +437,6 @@ impl Comm {
             grouped: false,
             max,
         };
-        let spans = self.spans_processes();
         if super::sym_table::grouped(choice, op, payload, self.count(), spans, policy.grouped) {
             let gmax = backend.max_sym_grouped_blocks_per_rank(rpd, choice.proto, dtype);
             if grid.blocks <= gmax {
