@@ -58,7 +58,7 @@ extern "C" {
 #define OXCCL_DEV_COMM_REQUIREMENTS_MAGIC 0xcafebeefu
 #define OXCCL_LSA_BARRIER_SESSION_BYTES 96u
 
-/* First fields of every versioned struct: its size and OXCCL_ABI_VERSION as the writer knew them. */
+/* First fields of every versioned struct: its size and version as the writer knew them (OXCCL_DEVICE_API_VERSION in OxcclDevComm and OxcclWindow; OXCCL_ABI_VERSION in the kernels' argument structs). */
 typedef struct OxcclHeader {
   uint32_t size; /* offset 0 */
   uint32_t version; /* offset 4 */
@@ -77,7 +77,7 @@ typedef struct OxcclWindow {
   uint32_t rank; /* offset 32 */
   uint32_t nranks; /* offset 36 */
   uint32_t flags; /* offset 40 */
-  uint32_t _pad; /* offset 44 */
+  uint32_t serial; /* offset 44 */
 } OxcclWindow;
 OXCCL_STATIC_ASSERT(sizeof(OxcclWindow) == 48, "sizeof(OxcclWindow)");
 OXCCL_STATIC_ASSERT(OXCCL_ALIGNOF(OxcclWindow) == 8, "alignof(OxcclWindow)");
@@ -88,7 +88,7 @@ OXCCL_STATIC_ASSERT(offsetof(OxcclWindow, size) == 24, "offsetof(OxcclWindow, si
 OXCCL_STATIC_ASSERT(offsetof(OxcclWindow, rank) == 32, "offsetof(OxcclWindow, rank)");
 OXCCL_STATIC_ASSERT(offsetof(OxcclWindow, nranks) == 36, "offsetof(OxcclWindow, nranks)");
 OXCCL_STATIC_ASSERT(offsetof(OxcclWindow, flags) == 40, "offsetof(OxcclWindow, flags)");
-OXCCL_STATIC_ASSERT(offsetof(OxcclWindow, _pad) == 44, "offsetof(OxcclWindow, _pad)");
+OXCCL_STATIC_ASSERT(offsetof(OxcclWindow, serial) == 44, "offsetof(OxcclWindow, serial)");
 
 /* What a device communicator is asked for (initialize with OXCCL_DEV_COMM_REQUIREMENTS_INITIALIZER). */
 typedef struct OxcclDevCommRequirements {

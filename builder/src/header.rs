@@ -237,7 +237,7 @@ fn structs() -> Vec<CStruct> {
     vec![
         CStruct {
             name: "OxcclHeader",
-            doc: "First fields of every versioned struct: its size and OXCCL_ABI_VERSION as the writer knew them.",
+            doc: "First fields of every versioned struct: its size and version as the writer knew them (OXCCL_DEVICE_API_VERSION in OxcclDevComm and OxcclWindow; OXCCL_ABI_VERSION in the kernels' argument structs).",
             size: size_of::<Header>(),
             align: align_of::<Header>(),
             fields: vec![
@@ -258,7 +258,7 @@ fn structs() -> Vec<CStruct> {
                 field!(WindowDesc, "uint32_t", rank, u32),
                 field!(WindowDesc, "uint32_t", nranks, u32),
                 field!(WindowDesc, "uint32_t", flags, u32),
-                field!(WindowDesc, "uint32_t", _pad, u32),
+                field!(WindowDesc, "uint32_t", serial, u32),
             ],
         },
         CStruct {

@@ -177,6 +177,21 @@ fn c_exports_on_threads() {
         // SAFETY: valid structs; the session is started before use and ended once.
         unsafe {
             assert_eq!(oxccl_dev_lsa_barrier_init(&mut s, &comm, 9, 2), 0x100);
+            // An unknown coop, and communicators this layout did not make, are refused.
+            assert_eq!(oxccl_dev_lsa_barrier_init(&mut s, &comm, 3, 1), 0x100);
+            for header in [
+                oxccl_device::abi::Header {
+                    version: comm.header.version + 1,
+                    ..comm.header
+                },
+                oxccl_device::abi::Header {
+                    size: comm.header.size - 8,
+                    ..comm.header
+                },
+            ] {
+                let other = DevComm { header, ..comm };
+                assert_eq!(oxccl_dev_lsa_barrier_init(&mut s, &other, COOP_T, 1), 0x100);
+            }
             assert_eq!(oxccl_dev_lsa_barrier_init(&mut s, &comm, COOP_T, 1), 0);
             let mut lsa = oxccl_device::api::abi::Team::default();
             oxccl_dev_team_lsa(&comm, &mut lsa);

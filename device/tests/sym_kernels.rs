@@ -199,6 +199,53 @@ impl Comm {
 
     /// Run `o` on the ranks in `ranks` (all of them normally); advances `seq`.
     fn run_on(&mut self, o: &Op, ranks: &[u32]) {
+        let all = self.launch_args(o, ranks);
+        std::thread::scope(|s| {
+            for a in &all {
+                for b in 0..o.blocks {
+                    let a = *a;
+                    s.spawn(move || {
+                        // SAFETY: the windows outlive the scope; every rank runs the grid.
+                        unsafe { sym_dispatch(&ExecCtx::host_block(b, o.blocks), &a) }
+                    });
+                }
+            }
+        });
+    }
+
+    /// Run `ops` in order with the ranks free-running: each rank runs the ops one after
+    /// another on a thread of its own (each op's blocks joined before its next op, never
+    /// another rank's), so a rank publishes op `k + 1` (and more, as far as the protocols
+    /// let it) while its peers still read op `k`. Every rank records no error.
+    fn run_free(&mut self, ops: &[Op]) {
+        let ranks: Vec<u32> = (0..self.n).collect();
+        let per_op: Vec<Vec<SymArgs>> = ops.iter().map(|o| self.launch_args(o, &ranks)).collect();
+        std::thread::scope(|s| {
+            for r in 0..self.n as usize {
+                let per_op = &per_op;
+                s.spawn(move || {
+                    for (o, all) in ops.iter().zip(per_op) {
+                        let a = all[r];
+                        std::thread::scope(|s| {
+                            for b in 0..o.blocks {
+                                s.spawn(move || {
+                                    // SAFETY: the windows outlive the scope; every rank runs
+                                    // every op's grid, in the same order.
+                                    unsafe { sym_dispatch(&ExecCtx::host_block(b, o.blocks), &a) }
+                                });
+                            }
+                        });
+                    }
+                });
+            }
+        });
+        for (r, e) in self.errors.iter().enumerate() {
+            assert_eq!(e.code, ERR_NONE, "rank {r} recorded {e:?}");
+        }
+    }
+
+    /// The arguments of `o` for each rank of `ranks`, as its next op; advances `seq`.
+    fn launch_args(&mut self, o: &Op, ranks: &[u32]) -> Vec<SymArgs> {
         let mut flags = 0;
         if o.proto == SYM_PROTO_LL {
             if sym_ll_needs_reset(self.prev_ll, self.seq) {
@@ -230,18 +277,8 @@ impl Comm {
                 }
             })
             .collect();
-        std::thread::scope(|s| {
-            for a in &all {
-                for b in 0..o.blocks {
-                    let a = *a;
-                    s.spawn(move || {
-                        // SAFETY: the windows outlive the scope; every rank runs the grid.
-                        unsafe { sym_dispatch(&ExecCtx::host_block(b, o.blocks), &a) }
-                    });
-                }
-            }
-        });
         self.seq = self.seq.wrapping_add(1);
+        all
     }
 
     fn run(&mut self, o: &Op) {
@@ -428,26 +465,44 @@ fn run_checked(c: &mut Comm, o: &Op, rng: &mut Rng, in_place: bool) {
 /// Fill `inputs`, poison outputs, run, check against the reference; the all-reduces must
 /// leave the same bits on every rank.
 fn run_checked_on(c: &mut Comm, o: &Op, inputs: &[Vec<u8>], in_place: bool) {
-    let n = c.n;
-    let sz = o.dtype.size();
-    let cnt = o.count as usize;
-    let in_elems = in_elems(o, n);
-    let out_elems = if o.kind == SYM_KIND_ALL_GATHER {
-        n as usize * cnt
-    } else {
-        cnt
-    };
-    assert!(!in_place || o.kind <= SYM_KIND_ALL_REDUCE_TWO_SHOT);
-    for r in 0..n {
-        c.recv.bytes(r, o.recv_off, out_elems * sz).fill(OUT_POISON);
-        c.send
-            .bytes(r, o.send_off, in_elems * sz)
-            .copy_from_slice(&inputs[r as usize]);
-    }
-    let (sf, si) = (scalar_f(o.dtype, o.scalar), scalar_i(o.dtype, o.scalar));
+    stage(c, o, inputs);
     c.in_place = in_place;
     c.run(o);
     c.in_place = false;
+    check_op(c, o, inputs, in_place, c.seq - 1);
+}
+
+/// Elements of a rank's output for `o` on `n` ranks.
+fn out_elems(o: &Op, n: u32) -> usize {
+    if o.kind == SYM_KIND_ALL_GATHER {
+        n as usize * o.count as usize
+    } else {
+        o.count as usize
+    }
+}
+
+/// Copy every rank's input of `o` into place and poison its output.
+fn stage(c: &mut Comm, o: &Op, inputs: &[Vec<u8>]) {
+    let sz = o.dtype.size();
+    for r in 0..c.n {
+        c.recv
+            .bytes(r, o.recv_off, out_elems(o, c.n) * sz)
+            .fill(OUT_POISON);
+        c.send
+            .bytes(r, o.send_off, in_elems(o, c.n) * sz)
+            .copy_from_slice(&inputs[r as usize]);
+    }
+}
+
+/// Check every rank's output of `o` (op `seq`) against the reference of `inputs`; the
+/// all-reduces must leave the same bits on every rank.
+fn check_op(c: &mut Comm, o: &Op, inputs: &[Vec<u8>], in_place: bool, seq: u64) {
+    let n = c.n;
+    let sz = o.dtype.size();
+    let cnt = o.count as usize;
+    let out_elems = out_elems(o, n);
+    assert!(!in_place || o.kind <= SYM_KIND_ALL_REDUCE_TWO_SHOT);
+    let (sf, si) = (scalar_f(o.dtype, o.scalar), scalar_i(o.dtype, o.scalar));
     let o3 = Op {
         recv_off: if in_place { o.send_off } else { o.recv_off },
         ..*o
@@ -470,10 +525,8 @@ fn run_checked_on(c: &mut Comm, o: &Op, inputs: &[Vec<u8>], in_place: bool) {
         for e in 0..out_elems {
             let got = &out[e * sz..(e + 1) * sz];
             let what = format!(
-                "kind {} proto {} n {n} count {cnt} rank {r} elem {e} seq {}",
-                o.kind,
-                o.proto,
-                c.seq - 1
+                "kind {} proto {} n {n} count {cnt} rank {r} elem {e} seq {seq}",
+                o.kind, o.proto
             );
             match o.kind {
                 SYM_KIND_ALL_GATHER => {
@@ -587,6 +640,63 @@ fn every_kernel_every_dtype_ranks_1_to_8() {
                 let dt = DataType::ALL[(i * 3 + k + n as usize) % 12];
                 let o = random_op(&mut rng, c.n, kind, proto, dt);
                 run_checked(&mut c, &o, &mut rng, false);
+            }
+        }
+    }
+}
+
+/// Ranks running ahead of each other: each rank runs a sequence of ops back to back on its
+/// own thread (`Comm::run_free`), every op on buffers of its own (inputs staged and outputs
+/// poisoned before the sequence, every element checked after it). Kinds, protocols, data
+/// types, operators, sizes (a full slot included) and block counts mixed in one sequence,
+/// long enough to go round the LL halves and the three Lamport buffers several times, with
+/// the sequence number from the arguments and from the sequence slots (a replayed graph).
+/// A reader that re-poisoned too late, a writer that reused a buffer too early, or an op
+/// taking a line of another would show as a wrong element or a timeout here; the tests that
+/// join every rank after each op cannot see these.
+#[test]
+fn ranks_run_ahead_of_each_other() {
+    const OPS: u64 = 12;
+    let slot = WIN_BYTES / OPS / 64 * 64;
+    let mut rng = Rng(0x5851_F42D_4C95_7F2D);
+    for (round, n) in [2u32, 3, 4, 5, 8, 2, 3, 8].into_iter().enumerate() {
+        let mut c = Comm::new(n);
+        if round % 2 == 1 {
+            c.states = Some((0..n).map(|_| [0u64; 2 * MAX_BLOCKS]).collect());
+        }
+        for _ in 0..3 {
+            let ops: Vec<Op> = (0..OPS)
+                .map(|k| {
+                    let (kind, proto) = KINDS[rng.below(KINDS.len() as u64) as usize];
+                    let dt = DataType::ALL[rng.below(12) as usize];
+                    let sz = dt.size() as u64;
+                    let mut o = random_op(&mut rng, n, kind, proto, dt);
+                    // Every op's buffers fit its own slot of the windows.
+                    o.count = o.count.min(slot / (n as u64 * sz) - 1);
+                    o.send_off = k * slot;
+                    o.recv_off = k * slot;
+                    o
+                })
+                .collect();
+            let inputs: Vec<Vec<Vec<u8>>> = ops
+                .iter()
+                .map(|o| {
+                    (0..n)
+                        .map(|_| {
+                            (0..in_elems(o, n))
+                                .flat_map(|_| random_elem(&mut rng, o.dtype, o.op))
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect();
+            for (o, inp) in ops.iter().zip(&inputs) {
+                stage(&mut c, o, inp);
+            }
+            let first = c.seq;
+            c.run_free(&ops);
+            for (k, (o, inp)) in ops.iter().zip(&inputs).enumerate() {
+                check_op(&mut c, o, inp, false, first + k as u64);
             }
         }
     }
@@ -941,33 +1051,46 @@ fn grouped_kernels_ranks_1_to_11() {
     }
 }
 
-/// A missing peer: waits time out and name it; a raised abort flag ends waits too.
+/// A missing peer: waits time out and name it; a raised abort flag ends waits too. Every
+/// kind on every protocol, with `Sum` (the one-shot on the Sum kernels) and `Max` (on the
+/// general kernels). The record marks a symmetric kernel's error ([`SYM_ERROR_FLAG`]) and
+/// carries the op's sequence number and fingerprint, so the host can name the call.
 #[test]
 fn timeout_and_abort_name_the_peer() {
-    let kinds = [SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT];
+    let kinds = [
+        SYM_KIND_ALL_REDUCE_ONE_SHOT,
+        SYM_KIND_ALL_REDUCE_TWO_SHOT,
+        SYM_KIND_ALL_GATHER,
+        SYM_KIND_REDUCE_SCATTER,
+    ];
     for (proto, kind) in [SYM_PROTO_SIMPLE, SYM_PROTO_LL, SYM_PROTO_LAMPORT]
         .into_iter()
         .flat_map(|p| kinds.map(|k| (p, k)))
     {
-        let mut c = Comm::new(2);
-        c.timeout_ns = 50_000_000;
-        let o = Op::sum(kind, proto, DataType::F32, 5, 1);
-        c.run_on(&o, &[0]);
-        let e = *c.errors[0];
-        assert_eq!(
-            (e.code, e.rank, e.peer),
-            (ERR_TIMEOUT, 0, 1),
-            "proto {proto} kind {kind}: {e:?}"
-        );
-        let mut c = Comm::new(2);
-        *c.abort = 1;
-        c.run_on(&o, &[1]);
-        let e = *c.errors[1];
-        assert_eq!(
-            (e.code, e.rank, e.peer),
-            (ERR_ABORTED, 1, 0),
-            "proto {proto} kind {kind}: {e:?}"
-        );
+        for red in [RedOp::Sum, RedOp::Max] {
+            let what = format!("proto {proto} kind {kind} {red:?}");
+            let o = Op {
+                op: red,
+                ..Op::sum(kind, proto, DataType::F32, 5, 1)
+            };
+            let fp = sym_fingerprint(kind, proto, DataType::F32 as u32, red as u32, 5);
+            let mut c = Comm::new(2);
+            c.timeout_ns = 50_000_000;
+            c.run_on(&o, &[0]);
+            let e = *c.errors[0];
+            assert_eq!((e.code, e.rank, e.peer), (ERR_TIMEOUT, 0, 1), "{what}: {e:?}");
+            assert_eq!(
+                (e.block, e.epoch, e.detail),
+                (SYM_ERROR_FLAG, 0, fp),
+                "{what}: {e:?}"
+            );
+            let mut c = Comm::new(2);
+            *c.abort = 1;
+            c.run_on(&o, &[1]);
+            let e = *c.errors[1];
+            assert_eq!((e.code, e.rank, e.peer), (ERR_ABORTED, 1, 0), "{what}: {e:?}");
+            assert_eq!((e.block, e.detail), (SYM_ERROR_FLAG, fp), "{what}: {e:?}");
+        }
     }
 }
 

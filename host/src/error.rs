@@ -65,6 +65,19 @@ pub enum Error {
         epoch: u64,
     },
 
+    /// A symmetric kernel's wait passed its timeout: `what` is the call this rank made
+    /// (`op` with its count, type, operator and protocol), `seq` its number among the
+    /// communicator's symmetric operations.
+    #[error("{op} on rank {rank}: timed out waiting for rank {peer} in {what} (block {block}, symmetric operation {seq}); the peer did not reach the same call")]
+    SymTimeout {
+        op: &'static str,
+        rank: u32,
+        peer: u32,
+        block: u32,
+        seq: u64,
+        what: String,
+    },
+
     /// The communicator was aborted.
     #[error("{op} on rank {rank}: communicator aborted")]
     Aborted { op: &'static str, rank: u32 },

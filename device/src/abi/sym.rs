@@ -256,10 +256,37 @@ pub const fn sym_fingerprint(kind: u32, proto: u32, dtype: u32, op: u32, count: 
         | ((proto as u64 & 0x3) << 41)
 }
 
+/// Bits of a Simple kernel's barrier fingerprint above [`sym_fingerprint`]'s 43: a hash of
+/// where its buffers lie (the send and receive windows' serials and this op's offsets in
+/// them). The Simple kernels load and store peers' copies at this rank's window and offsets,
+/// so every rank must pass the same window and offsets (NCCL's contract for
+/// collective-symmetric windows); a rank that did not is caught at the entry barrier, before
+/// any peer's memory is touched, as a mismatch ([`SYM_MISMATCH_FLAG`]) instead of reading or
+/// writing the wrong bytes. Ranks that differ in any of the four are told apart except with
+/// probability 2^-21.
+pub const fn sym_placement(send_serial: u32, send_offset: u64, recv_serial: u32, recv_offset: u64) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (send_serial as u64) | ((recv_serial as u64) << 32);
+    h = (h.wrapping_mul(K) ^ send_offset).wrapping_mul(K);
+    h = (h ^ recv_offset.rotate_left(29)).wrapping_mul(K);
+    (h >> SYM_FINGERPRINT_BITS) << SYM_FINGERPRINT_BITS
+}
+
+/// Bits of [`sym_fingerprint`].
+pub const SYM_FINGERPRINT_BITS: u32 = 43;
+
 /// Set in [`super::ErrorRecord::block`] by a symmetric kernel that found a peer's header
 /// with another fingerprint: the record's `epoch` then holds this rank's fingerprint and
-/// `detail` the peer's (both [`sym_fingerprint`]s), so the host can say what each called.
+/// `detail` the peer's (both [`sym_fingerprint`]s, with [`sym_placement`] bits from the
+/// Simple kernels), so the host can say what each called.
 pub const SYM_MISMATCH_FLAG: u32 = 1 << 30;
+
+/// Set in [`super::ErrorRecord::block`] by every other error a symmetric kernel records (a
+/// timeout, an abort, a refused argument): the record's `epoch` then holds the op's
+/// sequence number ([`SymArgs::seq`], not a barrier epoch of the classic collectives), and
+/// for a timeout or an abort `detail` holds the op's [`sym_fingerprint`] (for a refused
+/// argument, the value refused), so the host can name the operation that failed.
+pub const SYM_ERROR_FLAG: u32 = 1 << 29;
 
 /// The payload words of a header line carrying fingerprint `fp`: its 48 low bits as four
 /// 12-bit lanes, one per 16-bit half of words 0 and 1 (words 2 and 3 repeat them, for the

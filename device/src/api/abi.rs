@@ -59,7 +59,12 @@ pub struct WindowDesc {
     pub nranks: u32,
     /// `WIN_*` flags.
     pub flags: u32,
-    pub _pad: u32,
+    /// The window's registration number on its communicator plus one: windows are
+    /// registered collectively, in the same order on every rank, so every rank's copy of a
+    /// window carries the same serial (0: not a registered window, or a library older than
+    /// this field, which was padding). The Simple symmetric kernels check with it that every
+    /// rank passed the same window.
+    pub serial: u32,
 }
 
 /// What a caller asks of a device communicator (NCCL's `ncclDevCommRequirements`, the fields
@@ -216,7 +221,7 @@ impl Default for WindowDesc {
             rank: 0,
             nranks: 0,
             flags: WIN_DEFAULT,
-            _pad: 0,
+            serial: 0,
         }
     }
 }

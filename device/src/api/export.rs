@@ -13,7 +13,7 @@ use core::ffi::c_void;
 
 use super::abi::{DevComm, Team, WindowDesc, DEVICE_API_VERSION};
 use super::barrier::{LsaBarrierSession, MemOrder};
-use super::coop::{Coop, CoopAny};
+use super::coop::{Coop, CoopAny, COOP_BLOCK};
 use super::error::{DEV_ERR_INVALID_ARGUMENT, DEV_SUCCESS};
 
 /// Bytes of [`OxcclLsaBarrierSession`] (`OXCCL_LSA_BARRIER_SESSION_BYTES`).
@@ -244,7 +244,9 @@ pub extern "C" fn oxccl_dev_coop_sync(coop: u32) {
 
 /// Start a session on LSA barrier `index` of `comm` for coop `coop` (every thread of the
 /// coop calls it): `OXCCL_DEV_SUCCESS`, or `OXCCL_DEV_ERR_INVALID_ARGUMENT` (null pointer,
-/// `index >= lsa_barrier_count`), leaving `*s` untouched.
+/// `index >= lsa_barrier_count`, a coop other than `OXCCL_COOP_THREAD` / `_WARP` / `_BLOCK`,
+/// or a `comm` whose header is not a device communicator of this layout: another size or a
+/// version newer than this bitcode's), leaving `*s` untouched.
 ///
 /// # Safety
 /// `comm` is null or points to a valid `OxcclDevComm` as made by the host (see
@@ -261,7 +263,12 @@ pub unsafe extern "C" fn oxccl_dev_lsa_barrier_init(
     }
     // SAFETY: non-null, valid by the caller contract.
     let comm = unsafe { &*comm };
-    if index >= comm.lsa_barrier_count {
+    let h = comm.header;
+    if index >= comm.lsa_barrier_count
+        || coop > COOP_BLOCK
+        || h.size as usize != core::mem::size_of::<DevComm>()
+        || h.version > DEVICE_API_VERSION
+    {
         return DEV_ERR_INVALID_ARGUMENT;
     }
     // SAFETY: `new`'s contract holds by ours; the storage is large and aligned enough

@@ -93,7 +93,7 @@ const WINDOW_DEFAULT: WindowDesc = WindowDesc {
     rank: 0,
     nranks: 0,
     flags: 0,
-    _pad: 0,
+    serial: 0,
 };
 
 const DEV_COMM_DEFAULT: DevComm = DevComm {

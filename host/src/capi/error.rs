@@ -58,6 +58,7 @@ pub fn code_of(e: &Error) -> NcclResult {
         | Error::LayoutVersion { .. } => INVALID_ARGUMENT,
         Error::InvalidUsage { .. } | Error::Finalized { .. } | Error::Unsupported { .. } => INVALID_USAGE,
         Error::Timeout { .. }
+        | Error::SymTimeout { .. }
         | Error::Mismatch { .. }
         | Error::SymMismatch { .. }
         | Error::P2pMismatch { .. }

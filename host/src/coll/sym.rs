@@ -3,9 +3,14 @@
 //! When every buffer of an all-reduce, all-gather or reduce-scatter lies in a window this
 //! rank registered ([`Comm::register_window`]), the call runs on the symmetric kernels: peers'
 //! copies are reached by pointer arithmetic on the window, so nothing is staged and no
-//! addresses are exchanged per call. Every rank must then pass window buffers (at the same
-//! window offsets for `WIN_COLL_SYMMETRIC` use, as NCCL requires); a rank that does not
-//! runs another kernel and the ranks time out with an error naming the peer.
+//! addresses are exchanged per call. Every rank must then pass window buffers; a rank that
+//! does not runs another kernel and the ranks time out with an error naming the peer. The
+//! Simple kernels, which load and store peers' copies of the user's buffers, run only on
+//! `WIN_COLL_SYMMETRIC` windows, whose users promise the same window and offsets on every
+//! rank (NCCL's contract); the kernels check that promise at their entry barrier and report
+//! a mismatch instead of touching the wrong bytes (`oxccl_device::abi::sym_placement`).
+//! Calls the table gives to Simple on default windows run the classic kernels. LL and
+//! Lamport touch only this rank's own buffers and the scratch mailboxes: any window will do.
 //!
 //! # Resources ([`SymRes`], made once per communicator with its first registered window)
 //! - a scratch window (comm-owned `mem_alloc` memory, registered like a user's) holding three
@@ -39,16 +44,17 @@ use std::sync::Arc;
 
 use oxccl_device::abi::{
     sym_header_line, sym_line_data, sym_scratch_bytes, sym_slot_lines, sym_two_shot_lines, DataType, Header,
-    SymArgs, SymInitArgs, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
-    SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE, SYM_STATE_BYTES,
+    SymArgs, SymInitArgs, SYM_FINGERPRINT_BITS, SYM_KIND_ALL_GATHER, SYM_KIND_ALL_REDUCE_ONE_SHOT,
+    SYM_KIND_ALL_REDUCE_TWO_SHOT, SYM_KIND_REDUCE_SCATTER, SYM_PROTO_LAMPORT, SYM_PROTO_LL, SYM_PROTO_SIMPLE,
+    SYM_STATE_BYTES,
 };
-use oxccl_device::api::abi::WindowDesc;
+use oxccl_device::api::abi::{WindowDesc, WIN_COLL_SYMMETRIC};
 
 use super::sym_policy::{SymPolicy, SymSetting};
 use super::Op;
 use crate::backend::{Backend, Grid, Stream};
 use crate::comm::Comm;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::window::Window;
 
 /// Largest all-reduce (bytes per rank) `OXCCL_SYM=simple` runs one-shot.
@@ -218,7 +224,51 @@ pub(crate) fn describe_fingerprint(fp: u64) -> (&'static str, String) {
     (coll, what)
 }
 
+/// The collective's name and the two calls of a symmetric mismatch record (this rank's
+/// fingerprint `ours`, the peer's `theirs`). Calls that agree in every field but the Simple
+/// kernels' placement bits (`oxccl_device::abi::sym_placement`) were made on buffers at other
+/// places in their windows.
+pub(crate) fn describe_mismatch(ours: u64, theirs: u64) -> (&'static str, String, String) {
+    let (coll, mut a) = describe_fingerprint(ours);
+    let mut b = describe_fingerprint(theirs).1;
+    let call_bits = (1u64 << SYM_FINGERPRINT_BITS) - 1;
+    if (ours ^ theirs) & call_bits == 0 {
+        a.push_str(" on buffers at one window and offsets");
+        b.push_str(" on buffers at another window or other offsets (the Simple symmetric kernels need the same window and offsets on every rank)");
+    }
+    (coll, a, b)
+}
+
 impl Comm {
+    /// The error of a symmetric kernel's record other than a mismatch
+    /// ([`oxccl_device::abi::SYM_ERROR_FLAG`]): `epoch` holds the op's sequence number, and
+    /// `detail` the op's fingerprint (timeout, abort) or the value a kernel refused.
+    pub(crate) fn sym_error(&self, rec: &oxccl_device::abi::ErrorRecord) -> Error {
+        use oxccl_device::abi::{ERR_ABORTED, ERR_TIMEOUT, SYM_ERROR_FLAG};
+        let block = rec.block & !SYM_ERROR_FLAG;
+        let (op, what) = describe_fingerprint(rec.detail);
+        match rec.code {
+            ERR_TIMEOUT => Error::SymTimeout {
+                op,
+                rank: self.rank(),
+                peer: rec.peer,
+                block,
+                seq: rec.epoch,
+                what,
+            },
+            ERR_ABORTED => Error::Aborted { op, rank: self.rank() },
+            _ => Error::InvalidUsage {
+                op: "symmetric collective",
+                what: format!(
+                    "rank {}: the kernel of symmetric operation {} (block {block}) refused value {} (an unknown collective, operator or size)",
+                    self.rank(),
+                    rec.epoch,
+                    rec.detail
+                ),
+            },
+        }
+    }
+
     /// Make this communicator's symmetric resources if it has none yet (collective: called
     /// by every rank from `register_window`, after the user's window was registered).
     pub(crate) fn sym_setup(&self) -> Result<()> {
@@ -228,6 +278,23 @@ impl Comm {
         }
         let n = self.count();
         let max_bytes = self.config().sym_ll_capacity();
+        // Each rank lays its scratch out from its own `OXCCL_SYM_LL_MAX_BYTES`, and a writer
+        // addresses a peer's mailbox lines with its own layout: ranks that differ would store
+        // into the wrong area or past the peer's scratch. Every rank sees the same gathered
+        // values, so all of them fail here, naming the ranks, or none does.
+        let all = self.host_all_gather(OP, &max_bytes.to_le_bytes())?;
+        let theirs = |b: &Vec<u8>| b.as_slice().try_into().map_or(0, u64::from_le_bytes);
+        if let Some((q, b)) = all.iter().enumerate().find(|(_, b)| theirs(b) != max_bytes) {
+            return Err(Error::InvalidSetting {
+                setting: "OXCCL_SYM_LL_MAX_BYTES",
+                value: self.config().sym_ll_max_bytes.to_string(),
+                what: format!(
+                    "rank {} uses {max_bytes} bytes of symmetric mailbox per rank, rank {q} {}; every rank of a communicator must set the same",
+                    self.rank(),
+                    theirs(b)
+                ),
+            });
+        }
         let round = |x: u64| x.div_ceil(4096) * 4096;
         let simple = round(sym_scratch_bytes(
             SYM_KIND_ALL_REDUCE_TWO_SHOT,
@@ -348,6 +415,14 @@ impl Comm {
         ) else {
             return Ok(false);
         };
+        // The Simple kernels reach peers' copies of the user's buffers at this rank's offsets:
+        // only on collective-symmetric windows, whose users promise the same window and
+        // offsets on every rank (NCCL's contract; the kernels check it, `sym_placement`).
+        // Buffers of default windows may lie anywhere on each rank: the classic kernels
+        // (the mailbox protocols touch only this rank's buffers and run on any window).
+        if choice.proto == SYM_PROTO_SIMPLE && sw.flags & rw.flags & WIN_COLL_SYMMETRIC == 0 {
+            return Ok(false);
+        }
         self.check_launch(op_name, stream)?;
         let c = self.args();
         let args = SymArgs {

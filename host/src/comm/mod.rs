@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use oxccl_device::abi::{
-    CommArgs, ErrorRecord, Header, ERR_ABORTED, ERR_MISMATCH, ERR_NONE, ERR_TIMEOUT, SYM_MISMATCH_FLAG,
+    CommArgs, ErrorRecord, Header, ERR_ABORTED, ERR_MISMATCH, ERR_NONE, ERR_TIMEOUT, SYM_ERROR_FLAG,
+    SYM_MISMATCH_FLAG,
 };
 use oxccl_device::prims::layout::{inbox_bytes, table_bytes};
 
@@ -696,14 +697,17 @@ impl Comm {
         }
         if rec.code == ERR_MISMATCH && rec.block & SYM_MISMATCH_FLAG != 0 {
             // A symmetric kernel's record: `epoch` holds our fingerprint, `detail` the peer's.
-            let (kind, ours) = crate::coll::sym::describe_fingerprint(rec.epoch);
+            let (kind, ours, theirs) = crate::coll::sym::describe_mismatch(rec.epoch, rec.detail);
             return Err(Error::SymMismatch {
                 op: kind,
                 rank: self.rank,
                 peer: rec.peer,
                 ours,
-                theirs: crate::coll::sym::describe_fingerprint(rec.detail).1,
+                theirs,
             });
+        }
+        if rec.code != ERR_NONE && rec.code != u32::MAX && rec.block & SYM_ERROR_FLAG != 0 {
+            return Err(self.sym_error(&rec));
         }
         let (op, ours) = self.op_at(rec.epoch);
         match rec.code {

@@ -341,7 +341,7 @@ pub(super) fn register(comm: &Comm, op: &'static str, segs: &[(u64, usize)], fla
         rank,
         nranks: n,
         flags,
-        _pad: 0,
+        serial: (seq as u32).wrapping_add(1).max(1),
     };
     let inner = Arc::new(WinInner {
         comm_id: comm.windows().id,

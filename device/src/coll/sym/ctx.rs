@@ -3,13 +3,13 @@
 //! reports.
 
 use crate::abi::{
-    sym_lines_offset, SymArgs, ERR_MISMATCH, MAX_BLOCKS, MAX_LOCAL_RANKS, SYM_FLAG_ONE_DEVICE,
-    SYM_KIND_REDUCE_SCATTER, SYM_LINE_BYTES,
+    sym_fingerprint, sym_lines_offset, SymArgs, ERR_MISMATCH, MAX_BLOCKS, MAX_LOCAL_RANKS, SYM_ERROR_FLAG,
+    SYM_FLAG_ONE_DEVICE, SYM_KIND_REDUCE_SCATTER, SYM_LINE_BYTES,
 };
 use crate::api::abi::WindowDesc;
 use crate::arch;
 use crate::exec::ExecCtx;
-use crate::prims::wait::{report_error, report_wait_error, WaitError, Waiter};
+use crate::prims::wait::{report_error, WaitError, Waiter};
 
 /// One block's view of one symmetric op.
 pub struct SymCtx<'a> {
@@ -124,20 +124,37 @@ impl<'a> SymCtx<'a> {
                 ERR_MISMATCH,
                 self.me,
                 u32::MAX,
-                self.ctx.block,
+                self.ctx.block | SYM_ERROR_FLAG,
                 self.a.seq,
                 detail,
             );
         }
     }
 
-    /// Record that a wait for `peer` failed.
+    /// This op's [`sym_fingerprint`] (what its header lines and barriers announce, and what
+    /// its error records name).
+    #[inline(always)]
+    pub fn fingerprint(&self) -> u64 {
+        let a = self.a;
+        sym_fingerprint(a.kind, a.proto, a.dtype, a.op, a.count)
+    }
+
+    /// Record that a wait for `peer` failed (the record names this op: [`SYM_ERROR_FLAG`]).
     ///
     /// # Safety
     /// `a.error` must be a valid record or 0.
     #[inline(always)]
     pub unsafe fn wait_failed(&self, peer: u32, e: WaitError) {
-        report_wait_error(self.a.error, e, self.me, peer, self.ctx.block, self.a.seq);
+        let block = self.ctx.block | SYM_ERROR_FLAG;
+        report_error(
+            self.a.error,
+            e.code(),
+            self.me,
+            peer,
+            block,
+            self.a.seq,
+            self.fingerprint(),
+        );
     }
 
     /// Byte `off` of this op's input in rank `q`'s copy.

@@ -123,7 +123,7 @@ pub unsafe fn wait_lines<P: LineProto>(
             }
             k += 1;
         }
-        let mut missing = (0u32, [0u32; 4]);
+        let mut missing = 0u32;
         let mut k = 0;
         while k < GROUP {
             if head & (1 << k) != 0 {
@@ -135,7 +135,7 @@ pub unsafe fn wait_lines<P: LineProto>(
                         }
                         head &= !(1 << k);
                     }
-                    None => missing = (g.rank(k), h[k]),
+                    None => missing = g.rank(k),
                 }
             }
             if data & (1 << k) != 0 && head & (1 << k) == 0 {
@@ -145,7 +145,7 @@ pub unsafe fn wait_lines<P: LineProto>(
                         v[k] = d;
                         data &= !(1 << k);
                     }
-                    None => missing = (g.rank(k), v[k]),
+                    None => missing = g.rank(k),
                 }
             }
             k += 1;
@@ -154,7 +154,7 @@ pub unsafe fn wait_lines<P: LineProto>(
             timeline::polls(c.ctx.global_thread() as u64, c.me, poll.total);
             return Some(v);
         }
-        if poll.gave_up(c, missing.0, missing.1) {
+        if poll.gave_up(c, missing) {
             return None;
         }
     }

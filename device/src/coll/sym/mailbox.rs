@@ -36,13 +36,13 @@ use super::line::{put_line, LineProto};
 use super::timeline::{self, Mark};
 use super::SymCtx;
 use crate::abi::{
-    sym_epochs, sym_fingerprint, sym_header_fingerprint, sym_header_line, sym_header_words, ERR_MISMATCH,
+    sym_epochs, sym_header_fingerprint, sym_header_line, sym_header_words, ERR_MISMATCH, SYM_ERROR_FLAG,
     SYM_FLAG_LL_RESET, SYM_MISMATCH_FLAG,
 };
 use crate::arch;
 use crate::ops::elem::{get_lane, set_lane};
 use crate::ops::{Elem, Reduce};
-use crate::prims::wait::{report_error, report_wait_error, Checked, Waiter};
+use crate::prims::wait::{report_error, Checked, Waiter};
 
 /// The bounded part of a mailbox poll loop, shared by every line wait: back-off, and every
 /// [`arch::SPINS_PER_CHECK`] spins (every spin on the host) the abort flag, this rank's
@@ -61,7 +61,7 @@ impl Poll {
     /// # Safety
     /// `c.a.error` must be a valid record or 0.
     #[inline(always)]
-    pub(super) unsafe fn gave_up(&mut self, c: &SymCtx, peer: u32, v: [u32; 4]) -> bool {
+    pub(super) unsafe fn gave_up(&mut self, c: &SymCtx, peer: u32) -> bool {
         self.spins += 1;
         self.total = self.total.saturating_add(1);
         arch::spin_backoff(self.total);
@@ -69,8 +69,6 @@ impl Poll {
             return false;
         }
         self.spins = 0;
-        // The last tag words seen (LL: an older tag; Lamport: the sentinel).
-        let last = (v[1] as u64) << 32 | v[3] as u64;
         let a = c.a;
         self.start = poll_check(
             c.waiter,
@@ -78,9 +76,9 @@ impl Poll {
             self.start,
             c.me,
             peer,
-            c.ctx.block,
+            c.ctx.block | SYM_ERROR_FLAG,
             a.seq,
-            last,
+            c.fingerprint(),
         );
         self.start == 0
     }
@@ -106,13 +104,13 @@ unsafe fn poll_check(
     peer: u32,
     block: u32,
     seq: u64,
-    last: u64,
+    fp: u64,
 ) -> u64 {
-    match waiter.check(rec, start, last) {
+    match waiter.check(rec, start, 0) {
         Checked::Go { start } => start,
         Checked::Recorded => 0,
         Checked::Failed(e) => {
-            report_wait_error(rec, e, me, peer, block, seq);
+            report_error(rec, e.code(), me, peer, block, seq, fp);
             0
         }
     }
@@ -149,7 +147,7 @@ unsafe fn wait_line_as<P: LineProto, const HEADER: bool>(
             p.consumed(l);
             return Some(d);
         }
-        if poll.gave_up(c, peer, v) {
+        if poll.gave_up(c, peer) {
             return None;
         }
     }
@@ -164,8 +162,7 @@ pub(super) fn header_of(c: &SymCtx, q: u32, buffer: u64, src: u32) -> *mut [u32;
 /// This op's fingerprint ([`sym_fingerprint`]).
 #[inline(always)]
 fn fingerprint(c: &SymCtx) -> u64 {
-    let a = c.a;
-    sym_fingerprint(a.kind, a.proto, a.dtype, a.op, a.count)
+    c.fingerprint()
 }
 
 /// Global thread 0 only: store this op's header line into slot `(buffer, me)` of every
@@ -244,7 +241,7 @@ pub(super) unsafe fn wait_line_checked<P: LineProto>(
                 return Some(d);
             }
         }
-        if poll.gave_up(c, peer, v) {
+        if poll.gave_up(c, peer) {
             return None;
         }
     }

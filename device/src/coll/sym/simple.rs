@@ -1,7 +1,9 @@
 //! The Simple symmetric kernels: plain 16-byte loads and stores straight over the peers'
 //! copies of the window buffers (the inner loop of [`crate::coll::reduce_copy`]: several
 //! vectors in flight per thread, every source of a vector loaded before the first use),
-//! between an entry and an exit barrier ([`super::barrier`]).
+//! between an entry and an exit barrier ([`super::barrier`]). Every rank must pass the same
+//! windows and offsets (the peers' copies are reached at this rank's): the entry barrier
+//! checks it ([`crate::abi::sym_placement`]) before any peer's memory is touched.
 //!
 //! - all-reduce one-shot: rank `r` loads every element from every rank's input, reduces and
 //!   stores into its own output (`n` loads per output element, no remote stores). In place
@@ -20,7 +22,7 @@
 use super::barrier::{sync, sync_checked};
 use super::SymCtx;
 use crate::abi::{
-    sym_epochs, sym_fingerprint, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
+    sym_epochs, sym_placement, SYM_KIND_ALL_REDUCE_ONE_SHOT, SYM_KIND_ALL_REDUCE_TWO_SHOT,
     SYM_KIND_REDUCE_SCATTER,
 };
 use crate::coll::all_reduce::two_shot_range;
@@ -46,7 +48,9 @@ fn all_recv(c: &SymCtx, off: u64) -> Addrs {
 unsafe fn framed<T: Elem, O: Reduce<T>>(c: &SymCtx, op: &O, srcs: &Addrs, dsts: &Addrs, lo: u64, hi: u64) {
     let (entry, exit) = sym_epochs(c.a.seq);
     let a = c.a;
-    let fp = sym_fingerprint(a.kind, a.proto, a.dtype, a.op, a.count);
+    // What the op is and where its buffers lie: a rank whose window or offsets differ is
+    // caught here, before this pass touches any peer's copy (`sym_placement`).
+    let fp = c.fingerprint() | sym_placement(a.send.serial, a.send_offset, a.recv.serial, a.recv_offset);
     if !sync_checked(c, entry, fp) {
         return;
     }
