@@ -180,11 +180,14 @@ api! {
 }
 
 api! {
-    /// World rank `peer`'s address of byte `offset` of the window (NULL when the peer is not
-    /// load/store reachable, as NCCL).
+    /// World rank `peer`'s address of byte `offset` of the window. NCCL gives NULL for a
+    /// peer of the communicator outside this rank's LSA team (not load/store reachable):
+    /// every rank of an oxccl communicator is in it, so the pointer is never NULL here. A
+    /// peer outside the communicator or an offset past the peer's window is an invalid
+    /// argument (as `ncclGetLsaDevicePointer`), not a NULL that reads as "unreachable".
     fn ncclGetPeerDevicePointer / pncclGetPeerDevicePointer(win: NcclWindow, offset: usize, peer: c_int, out: *mut *mut c_void) {
         let p = u32::try_from(peer).map_err(|_| CError::arg("ncclGetPeerDevicePointer", format!("peer {peer} is negative")))?;
-        window_ptr("ncclGetPeerDevicePointer", win, out, |w| Ok(w.world_ptr(p, offset).unwrap_or(0)))
+        window_ptr("ncclGetPeerDevicePointer", win, out, |w| w.world_ptr(p, offset))
     }
 }
 

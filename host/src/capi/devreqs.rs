@@ -4,7 +4,7 @@
 //! (`OxcclDevCommRequirements` of `ptx/oxccl_device.h`) passed through.
 //!
 //! The two share the `{size, magic, version}` header and the magic; the version tells them
-//! apart: oxccl's is [`DEVICE_API_VERSION`] (1), NCCL's an `NCCL_VERSION` code (22900 and
+//! apart: oxccl's is [`DEVICE_API_VERSION`] (2), NCCL's an `NCCL_VERSION` code (22900 and
 //! up since the header exists). NCCL's struct is read by its caller's `size` (2.29.2's
 //! 72 bytes end at `ginCounterCount`; 2.29.7's 88 add the GIN connection fields; fields
 //! the caller lacks keep the initializer's values); a caller newer than 2.29.7 is refused

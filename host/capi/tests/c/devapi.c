@@ -11,7 +11,8 @@
  *   and the pointer getters: ncclWinGetUserPtr gives the buffer, every rank writes its
  *   rank into its window and reads every peer's through ncclGetLsaDevicePointer (equal to
  *   ncclGetPeerDevicePointer), the multimem getters give NULL; unknown flags, NULL
- *   outputs and a negative LSA rank refused;
+ *   outputs, a negative LSA rank, a peer outside the communicator and an offset past the
+ *   window refused;
  * - ncclDevCommCreate with NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER, an LSA barrier and an
  *   LL all-to-all requirement chained into resourceRequirementsList and lsaBarrierCount 1:
  *   the handles are filled (0 and 1, NCCL's layout) and the device communicator (oxccl's
@@ -113,6 +114,8 @@ static void windows(int r, ncclComm_t comm) {
   if (mm)
     fail(r, "ncclGetLsaMultimemDevicePointer gave %p, want NULL (no multimem)", mm);
   EXPECT_R(r, comm, ARG, "negative", ncclGetLsaDevicePointer(win, 0, -1, &mine));
+  EXPECT_R(r, comm, ARG, "outside the peer", ncclGetPeerDevicePointer(win, bytes, 0, &mine));
+  EXPECT_R(r, comm, ARG, "LSA team", ncclGetPeerDevicePointer(win, 0, g_n, &mine));
   EXPECT_R(r, comm, ARG, "NULL", ncclGetLsaDevicePointer(win, 0, 0, NULL));
   EXPECT_R(r, comm, ARG, "window", ncclGetLsaDevicePointer(bogus, 0, 0, &mine));
   EXPECT_R(r, comm, ARG, "NULL", ncclWinGetUserPtr(comm, win, NULL));
