@@ -118,23 +118,38 @@ pub fn sizes(coll: Coll, n: usize, count: usize, dt: DataType) -> (usize, usize)
     }
 }
 
-/// Enqueue `coll` on every rank held here, on the window buffers.
-fn launch(
+/// Bytes of (send, recv) per rank for `depth` operations of `coll` in flight at once, each
+/// on buffers of its own ([`check_sym_ahead`]): `depth` slots of [`sizes`], each rounded up
+/// to 256 bytes so that every slot starts as aligned as the first.
+pub fn sizes_ahead(coll: Coll, n: usize, count: usize, dt: DataType, depth: usize) -> (usize, usize) {
+    let (s, r) = sizes(coll, n, count, dt);
+    let round = |b: usize| b.max(1).div_ceil(256) * 256;
+    (depth * round(s), depth * round(r))
+}
+
+/// Enqueue `coll` on every rank held here, on the window buffers at byte `send_off` and
+/// `recv_off` of each rank's.
+#[allow(clippy::too_many_arguments)]
+fn launch_at(
     ranks: &Ranks,
     bufs: &SymBufs,
     coll: Coll,
     dt: DataType,
     op: crate::coll::Op,
     count: usize,
+    send_off: usize,
+    recv_off: usize,
 ) -> Result<()> {
     for (i, b) in bufs.ranks.iter().enumerate() {
         let (c, s) = (&ranks.comms[i], &ranks.streams[i]);
-        // SAFETY: window buffers of the sizes `sizes` gives, alive until `bufs` is released.
+        let (send, recv) = (b.send + send_off as u64, b.recv + recv_off as u64);
+        // SAFETY: inside the window buffers (the callers' offsets leave room for the
+        // sizes `sizes` gives), alive until `bufs` is released.
         unsafe {
             match coll {
-                Coll::AllGather => c.all_gather_raw(b.send, b.recv, count, dt, s)?,
-                Coll::ReduceScatter => c.reduce_scatter_raw(b.send, b.recv, count, dt, op, s)?,
-                Coll::AllReduce => c.all_reduce_raw(b.send, b.recv, count, dt, op, s)?,
+                Coll::AllGather => c.all_gather_raw(send, recv, count, dt, s)?,
+                Coll::ReduceScatter => c.reduce_scatter_raw(send, recv, count, dt, op, s)?,
+                Coll::AllReduce => c.all_reduce_raw(send, recv, count, dt, op, s)?,
                 other => {
                     return Err(Error::Init(format!(
                         "{} has no symmetric kernel (all_reduce, all_gather, reduce_scatter do)",
@@ -147,9 +162,22 @@ fn launch(
     Ok(())
 }
 
+/// Enqueue `coll` on every rank held here, on the window buffers.
+fn launch(
+    ranks: &Ranks,
+    bufs: &SymBufs,
+    coll: Coll,
+    dt: DataType,
+    op: crate::coll::Op,
+    count: usize,
+) -> Result<()> {
+    launch_at(ranks, bufs, coll, dt, op, count, 0, 0)
+}
+
 /// Run `coll` `iters` times back to back on fresh random data each time (outputs poisoned
 /// before each), checking every element of every rank's output against the host reference.
-/// Returns the elements checked.
+/// Every operation is waited for before the next starts ([`check_sym_ahead`] lets ranks run
+/// ahead). Returns the elements checked.
 #[allow(clippy::too_many_arguments)]
 pub fn check_sym(
     ranks: &Ranks,
@@ -161,49 +189,91 @@ pub fn check_sym(
     iters: usize,
     seed: u64,
 ) -> Result<usize> {
+    check_sym_ahead(ranks, bufs, coll, dt, red, count, iters, 1, seed)
+}
+
+/// [`check_sym`] with up to `depth` operations in flight: `bufs` holds `depth` slots
+/// ([`sizes_ahead`]); each batch stages fresh inputs in every slot and poisons every
+/// output, enqueues one operation per slot on every rank with no wait between them (so a
+/// rank's kernels run ahead of its peers' as far as the protocols let them, through the
+/// rotating mailbox buffers), then waits and checks every element of every slot.
+#[allow(clippy::too_many_arguments)]
+pub fn check_sym_ahead(
+    ranks: &Ranks,
+    bufs: &SymBufs,
+    coll: Coll,
+    dt: DataType,
+    red: RedOp,
+    count: usize,
+    iters: usize,
+    depth: usize,
+    seed: u64,
+) -> Result<usize> {
     let n = ranks.n();
     let op = verify::test_op(dt, red);
-    let in_count = bufs.send_bytes / dt.size();
+    let depth = depth.max(1);
+    let (ss, rs) = (bufs.send_bytes / depth, bufs.recv_bytes / depth);
+    let (sb, rb) = sizes(coll, n, count, dt);
+    if sb > ss || rb > rs {
+        return Err(Error::Init(format!(
+            "check_sym_ahead: slots of {ss} / {rs} bytes cannot hold {sb} / {rb}"
+        )));
+    }
+    let in_count = sb / dt.size();
     let mut checked = 0;
-    for it in 0..iters {
-        let inputs: Vec<Vec<u8>> = (0..n)
-            .map(|r| {
-                verify::gen_input(
-                    dt,
-                    red,
-                    in_count,
-                    seed.wrapping_mul(7919) + 1000 * it as u64 + r as u64,
-                )
+    let mut it = 0;
+    while it < iters {
+        let k_ops = depth.min(iters - it);
+        // inputs[k][r]: operation `it + k` of rank r.
+        let inputs: Vec<Vec<Vec<u8>>> = (0..k_ops)
+            .map(|k| {
+                (0..n)
+                    .map(|r| {
+                        let s = seed.wrapping_mul(7919) + 1000 * (it + k) as u64 + r as u64;
+                        verify::gen_input(dt, red, in_count, s)
+                    })
+                    .collect()
             })
             .collect();
         for (i, b) in bufs.ranks.iter().enumerate() {
             let c = &ranks.comms[i];
-            c.backend().upload(c.device(), b.send, &inputs[ranks.rank(i)])?;
-            c.backend()
-                .upload(c.device(), b.recv, &vec![0xff; bufs.recv_bytes])?;
+            let mut send = vec![0u8; k_ops * ss];
+            for (k, inp) in inputs.iter().enumerate() {
+                send[k * ss..k * ss + sb].copy_from_slice(&inp[ranks.rank(i)]);
+            }
+            c.backend().upload(c.device(), b.send, &send)?;
+            c.backend().upload(c.device(), b.recv, &vec![0xff; k_ops * rs])?;
         }
-        launch(ranks, bufs, coll, dt, op, count)?;
+        for k in 0..k_ops {
+            launch_at(ranks, bufs, coll, dt, op, count, k * ss, k * rs)?;
+        }
         ranks.sync()?;
-        let refs: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
         for (i, b) in bufs.ranks.iter().enumerate() {
             let r = ranks.rank(i);
             let c = &ranks.comms[i];
-            let mut out = vec![0u8; bufs.recv_bytes];
-            c.backend().download(c.device(), &mut out, b.recv)?;
-            let res = match coll {
-                Coll::AllGather => (0..n).try_for_each(|q| {
-                    let e = count * dt.size();
-                    verify::check_equal(dt, "all_gather block", &inputs[q], &out[q * e..(q + 1) * e])
-                        .map(|_| ())
-                }),
-                Coll::ReduceScatter => {
-                    verify::check_reduction_par(dt, op, &refs, r * count, &out, 0, count).map(|_| ())
-                }
-                _ => verify::check_all_reduce_par(dt, op, &refs, &out, count).map(|_| ()),
-            };
-            res.map_err(|m| Error::Verify(format!("{} iteration {it}, rank {r}: {m}", coll.name())))?;
-            checked += out.len() / dt.size();
+            let mut outs = vec![0u8; k_ops * rs];
+            c.backend().download(c.device(), &mut outs, b.recv)?;
+            for (k, inp) in inputs.iter().enumerate() {
+                let out = &outs[k * rs..k * rs + rb];
+                let refs: Vec<&[u8]> = inp.iter().map(|v| v.as_slice()).collect();
+                let res = match coll {
+                    Coll::AllGather => (0..n).try_for_each(|q| {
+                        let e = count * dt.size();
+                        verify::check_equal(dt, "all_gather block", &inp[q], &out[q * e..(q + 1) * e])
+                            .map(|_| ())
+                    }),
+                    Coll::ReduceScatter => {
+                        verify::check_reduction_par(dt, op, &refs, r * count, out, 0, count).map(|_| ())
+                    }
+                    _ => verify::check_all_reduce_par(dt, op, &refs, out, count).map(|_| ()),
+                };
+                res.map_err(|m| {
+                    Error::Verify(format!("{} iteration {}, rank {r}: {m}", coll.name(), it + k))
+                })?;
+                checked += rb / dt.size();
+            }
         }
+        it += k_ops;
     }
     Ok(checked)
 }

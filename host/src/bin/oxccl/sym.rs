@@ -35,6 +35,12 @@ pub(crate) struct SymCheckArgs {
     /// Operations back to back per case (fresh data each).
     #[arg(long, default_value_t = 3)]
     iters: usize,
+    /// Operations in flight at once, each on buffers of its own: with more than 1, each
+    /// batch of that many is enqueued on every rank with no wait between them, so ranks run
+    /// ahead of each other through the rotating mailbox buffers (the default waits for
+    /// every operation before the next).
+    #[arg(long, default_value_t = 1)]
+    ahead: usize,
     /// One process per rank.
     #[arg(long)]
     procs: bool,
@@ -55,10 +61,17 @@ pub(crate) fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
         .iter()
         .map(|c| Coll::from_name(c).ok_or(format!("unknown collective {c}")))
         .collect::<Result<Vec<_>, _>>()?;
-    println!(
-        "oxccl sym-check: {desc}; {} operations back to back per case",
-        a.iters
-    );
+    if a.ahead > 1 {
+        println!(
+            "oxccl sym-check: {desc}; {} operations back to back per case, up to {} in flight",
+            a.iters, a.ahead
+        );
+    } else {
+        println!(
+            "oxccl sym-check: {desc}; {} operations back to back per case",
+            a.iters
+        );
+    }
     let rank_counts = match child_env() {
         Some((_, _, n)) => vec![n],
         None => a.ranks.clone(),
@@ -74,9 +87,13 @@ pub(crate) fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
                     for &red in &ops {
                         for &count in &a.counts {
                             let t0 = std::time::Instant::now();
-                            let (sb, rb) = harness::sym::sizes(coll, n, count, dt);
+                            let (sb, rb) = if a.ahead > 1 {
+                                harness::sym::sizes_ahead(coll, n, count, dt, a.ahead)
+                            } else {
+                                harness::sym::sizes(coll, n, count, dt)
+                            };
                             let res = harness::sym::SymBufs::new(&r, sb, rb).and_then(|bufs| {
-                                let k = harness::sym::check_sym(
+                                let k = harness::sym::check_sym_ahead(
                                     &r,
                                     &bufs,
                                     coll,
@@ -84,6 +101,7 @@ pub(crate) fn sym_check(a: &SymCheckArgs) -> Result<(), String> {
                                     red,
                                     count,
                                     a.iters,
+                                    a.ahead,
                                     passed as u64,
                                 );
                                 bufs.release(&r).and(k)
