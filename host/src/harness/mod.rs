@@ -157,6 +157,11 @@ pub struct Timing {
     pub reps: usize,
     /// Time CUDA-graph replays instead of launches (see [`graph`]).
     pub graph: Option<graph::GraphMode>,
+    /// Time the host instead of the device (plain launches only): the wall time of the
+    /// loop that enqueues `iters` operations on every rank, per operation, the streams
+    /// drained before each repetition so that no launch waits for queue space. Where the
+    /// device is faster than the host this is also what the device time measures.
+    pub host: bool,
 }
 
 /// Median time (seconds) of one all-reduce of `count` elements on every rank, over `reps`
@@ -196,7 +201,8 @@ pub fn time_all_reduce(
 
 /// Median time (seconds) of one call of `launch` (which enqueues one operation on every
 /// rank): `t.warmup` untimed calls, then `t.reps` repetitions of `t.iters` back-to-back calls
-/// timed with events on every rank's stream (the slowest rank's time counts).
+/// timed with events on every rank's stream (the slowest rank's time counts), or with the
+/// host's clock around the calls (`t.host`).
 pub fn time_launches(ranks: &Ranks, t: Timing, mut launch: impl FnMut() -> Result<()>) -> Result<f64> {
     if let Some(mode) = t.graph {
         return graph::time_replays(ranks, t, mode, launch);
@@ -209,6 +215,18 @@ pub fn time_launches(ranks: &Ranks, t: Timing, mut launch: impl FnMut() -> Resul
     }
     ranks.sync()?;
     let mut times = Vec::with_capacity(reps);
+    if t.host {
+        for _ in 0..reps.max(1) {
+            let t0 = std::time::Instant::now();
+            for _ in 0..iters.max(1) {
+                launch()?;
+            }
+            times.push(t0.elapsed().as_secs_f64() / iters.max(1) as f64);
+            ranks.sync()?;
+        }
+        times.sort_by(|a, b| a.total_cmp(b));
+        return Ok(times[times.len() / 2]);
+    }
     for _ in 0..reps.max(1) {
         let mut starts = Vec::with_capacity(ranks.n());
         for (c, s) in ranks.comms.iter().zip(&ranks.streams) {

@@ -244,6 +244,7 @@ fn demo(ranks: usize, b: BackendArg, place: &Placement) -> Result<(), String> {
                     iters,
                     reps,
                     graph: None,
+                    host: false,
                 },
             )
             .map_err(|e| e.to_string())?;

@@ -59,6 +59,11 @@ pub(crate) struct PerfArgs {
     /// replaced by an empty one (GPU backend).
     #[arg(long)]
     pub graph: Option<usize>,
+    /// Also time the host: the wall time of enqueueing one operation on one rank (the loop
+    /// over every rank's call, per operation and rank), printed after each row with the
+    /// device time it amounts to on all ranks in the copy column (plain launches only).
+    #[arg(long)]
+    pub host: bool,
     /// Run on buffers in registered windows (`mem_alloc` + `register_window`): the
     /// symmetric kernels (all_reduce, all_gather, reduce_scatter).
     #[arg(long)]
@@ -137,6 +142,9 @@ pub(crate) fn perf_table(
     if a.graph.is_some() {
         println!("(each row is followed by the time per operation replayed from a CUDA graph, the same graph with empty kernels in the copy column, and their ratio)");
     }
+    if a.host {
+        println!("(each row is followed by the host's time to enqueue one operation on one rank, the host's time for one operation on every rank, and that against the device time per operation)");
+    }
     if a.write_ref {
         println!("(each row is followed by the write-only reference: a fill of the same bytes per rank, its rate, and alg GB/s against it)");
     }
@@ -151,6 +159,7 @@ pub(crate) fn perf_table(
                 iters,
                 reps,
                 graph: None,
+                host: false,
             };
             // On registered windows (`--window`): the symmetric kernels.
             let bufs = if a.window {
@@ -228,6 +237,22 @@ pub(crate) fn perf_table(
                     "",
                     "",
                     per_mode[0] / per_mode[1]
+                );
+            }
+            if a.host {
+                let th = time_with(Timing { host: true, ..timing })?;
+                println!(
+                    "{:>8} {:>11} {:>26} {:>10.2} {:>10} {:>10} {:>10.2} {:>11} {:>11} {:>6.3}",
+                    "",
+                    "",
+                    "host per call | all ranks",
+                    th * 1e6 / ranks as f64,
+                    "",
+                    "",
+                    th * 1e6,
+                    "",
+                    "",
+                    th / t
                 );
             }
             if a.write_ref {
