@@ -6,7 +6,7 @@
 #   save STEP           note STEP's end time and pack every log so far into $R (what comes
 #                       back, even if a later step runs past the call's limit)
 #   perf_rows NAME LABEL ARGS...
-#                       `oxccl perf --backend gpu --dtype f32 --op sum --graph 20 ARGS` of
+#                       `oxccl perf --backend gpu --dtype f32 --op $PERF_OP (default sum) --graph 20 ARGS` of
 #                       build NAME (the environment as set by the caller); the whole output
 #                       into $O/perf-full.log, and per size one line "NAME LABEL ARGS size
 #                       kernel graph-us empty-us" into $O/perf.log
@@ -35,7 +35,7 @@ perf_rows() {
     local b=$1 label=$2
     shift 2
     echo "== $b $label $*" >> "$O/perf-full.log"
-    timeout 90 "/tmp/oxccl-$b" perf --backend gpu --dtype f32 --op sum --graph 20 "$@" > /tmp/perf.out 2>&1
+    timeout 90 "/tmp/oxccl-$b" perf --backend gpu --dtype f32 --op "${PERF_OP:-sum}" --graph 20 "$@" > /tmp/perf.out 2>&1
     cat /tmp/perf.out >> "$O/perf-full.log"
     awk -v b="$b" -v l="$label" -v a="$*" '$1 ~ /^[0-9]+K?M?$/ && NF >= 10 { size = $1; algo = $3 }
         /graph replay \| empty/ { printf "%-8s %-14s %-46s %6s %-22s %6s %6s\n", b, l, a, size, algo, $5, $6 }' \

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Session 11: its first step ran and failed at once: --op was passed twice; fixed, not rerun.
+# Its plain step ran: benches/results/2026-12-07-s11-call1-hostcost-h100.log.)
 # Why the grouped kernels lose across processes (benches/results/2026-12-07-grouped-h200.md:
 # +0.8-1.1 us on 8 ranks under MPS, against -0.3-0.8 in one process). Prepared in the tenth
 # session and not yet run (no device machine could be started).
@@ -22,7 +24,7 @@ for n in 2 8; do
     for op in sum max; do
         for g in off on; do
             for where in "" --procs; do
-                OXCCL_SYM_GROUPED=$g perf_rows final "g=$g $op ${where:-inproc}" $where --window --ranks $n --op $op --min 8 --max 4K --step 8
+                PERF_OP=$op OXCCL_SYM_GROUPED=$g perf_rows final "g=$g $op ${where:-inproc}" $where --window --ranks $n --min 8 --max 4K --step 8
             done
         done
     done
