@@ -215,19 +215,16 @@ pub fn time_launches(ranks: &Ranks, t: Timing, mut launch: impl FnMut() -> Resul
     }
     ranks.sync()?;
     let mut times = Vec::with_capacity(reps);
-    if t.host {
-        for _ in 0..reps.max(1) {
+    for _ in 0..reps.max(1) {
+        if t.host {
             let t0 = std::time::Instant::now();
             for _ in 0..iters.max(1) {
                 launch()?;
             }
             times.push(t0.elapsed().as_secs_f64() / iters.max(1) as f64);
             ranks.sync()?;
+            continue;
         }
-        times.sort_by(|a, b| a.total_cmp(b));
-        return Ok(times[times.len() / 2]);
-    }
-    for _ in 0..reps.max(1) {
         let mut starts = Vec::with_capacity(ranks.n());
         for (c, s) in ranks.comms.iter().zip(&ranks.streams) {
             starts.push(c.backend().record(s)?);

@@ -55,8 +55,9 @@ pub(super) struct Poll {
 }
 
 impl Poll {
-    /// After an unsuccessful spin that saw line `v` from `peer`: whether to give up (abort
-    /// or timeout recorded here naming the peer; or an error a sibling thread recorded).
+    /// After an unsuccessful spin waiting for `peer`: whether to give up (abort or timeout
+    /// recorded here naming the peer and the op's fingerprint; or an error a sibling thread
+    /// recorded).
     ///
     /// # Safety
     /// `c.a.error` must be a valid record or 0.
